@@ -1,0 +1,46 @@
+// Collective entry points: check the handle, then the Communicator checks
+// the rest (comm/communicator.cc), so C++ callers get the same checks.
+#include "capi/export.h"
+#include "capi/handles.h"
+#include "capi/result.h"
+
+using weft::capi::Guard;
+
+namespace {
+
+weft::DataType T(weftDataType_t t) { return static_cast<weft::DataType>(t); }
+weft::RedOp Op(weftRedOp_t op) { return static_cast<weft::RedOp>(op); }
+
+}  // namespace
+
+WEFT_API weftResult_t weftAllReduce(const void* sendbuf, void* recvbuf, size_t count, weftDataType_t dtype,
+                                    weftRedOp_t op, weftComm_t comm, void* stream) {
+  return Guard("weftAllReduce", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->AllReduce(sendbuf, recvbuf, count, T(dtype), Op(op), stream);
+  });
+}
+
+WEFT_API weftResult_t weftReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                        weftDataType_t dtype, weftRedOp_t op, weftComm_t comm, void* stream) {
+  return Guard("weftReduceScatter", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->ReduceScatter(sendbuf, recvbuf, recvcount, T(dtype), Op(op), stream);
+  });
+}
+
+WEFT_API weftResult_t weftAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, weftDataType_t dtype,
+                                    weftComm_t comm, void* stream) {
+  return Guard("weftAllGather", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->AllGather(sendbuf, recvbuf, sendcount, T(dtype), stream);
+  });
+}
+
+WEFT_API weftResult_t weftBroadcast(const void* sendbuf, void* recvbuf, size_t count, weftDataType_t dtype,
+                                    int root, weftComm_t comm, void* stream) {
+  return Guard("weftBroadcast", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->Broadcast(sendbuf, recvbuf, count, T(dtype), root, stream);
+  });
+}

@@ -1,0 +1,215 @@
+#include "comm/communicator.h"
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "core/env.h"
+#include "core/memory.h"
+#include "core/status.h"
+#include "core/stream.h"
+
+namespace weft {
+namespace {
+
+absl::Status CheckTypeOp(DataType t, const RedOp* op) {
+  if (!IsValid(t)) {
+    return InvalidArgument("datatype = %d is not a weftDataType_t (expected 0..%d)", static_cast<int>(t),
+                           kNumDataTypes - 1);
+  }
+  if (op != nullptr && !IsValid(*op)) {
+    return InvalidArgument("op = %d is not a weftRedOp_t (expected 0..%d)", static_cast<int>(*op), kNumRedOps - 1);
+  }
+  return absl::OkStatus();
+}
+
+// bytes = count * nblocks * ElementSize(t), refusing overflow.
+absl::StatusOr<size_t> Bytes(const char* what, size_t count, size_t nblocks, DataType t) {
+  const size_t es = ElementSize(t);
+  if (nblocks != 0 && count > std::numeric_limits<size_t>::max() / es / nblocks) {
+    return InvalidArgument("%s = %zu elements of %s times %zu ranks overflows size_t", what, count, Name(t),
+                           nblocks);
+  }
+  return count * nblocks * es;
+}
+
+bool Overlap(const void* a, size_t an, const void* b, size_t bn) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return an != 0 && bn != 0 && x < y + bn && y < x + an;
+}
+
+}  // namespace
+
+const char* Name(Backend b) {
+  switch (b) {
+    case Backend::kAuto: return "auto";
+    case Backend::kInProcess: return "inprocess";
+    case Backend::kMpi: return "mpi";
+    case Backend::kNccl: return "nccl";
+    case Backend::kUcx: return "ucx";
+  }
+  return "invalid";
+}
+
+CommOptions ResolveOptions(CommOptions o) {
+  const Env& env = Env::Get();
+  if (o.timeout_ms <= 0) o.timeout_ms = env.timeout_ms > 0 ? env.timeout_ms : 600000;
+  if (o.segment_bytes == 0) o.segment_bytes = env.segment_bytes;
+  return o;
+}
+
+Communicator::Communicator(int rank, int size, const CommOptions& options)
+    : rank_(rank), size_(size), options_(options) {}
+
+Communicator::~Communicator() = default;
+
+absl::Status Communicator::async_error() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return async_error_;
+}
+
+void Communicator::RecordAsyncError(const absl::Status& s) {
+  if (s.ok()) return;
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (async_error_.ok()) async_error_ = s;
+}
+
+void Communicator::Abort() {
+  if (aborted_.exchange(true, std::memory_order_acq_rel)) return;
+  DoAbort();
+  order_cv_.notify_all();
+}
+
+void Communicator::Quiesce() {
+  std::unique_lock<std::mutex> lock(order_mu_);
+  const uint64_t target = next_ticket_;
+  order_cv_.wait(lock, [&] { return serving_ >= target; });
+}
+
+absl::Status Communicator::CheckBuffer(const char* what, const void* p, size_t bytes) const {
+  if (bytes == 0) return absl::OkStatus();
+  if (p == nullptr) return InvalidArgument("%s is NULL for a %zu-byte message", what, bytes);
+  const PointerKind k = ClassifyPointer(p);
+  if (!Compatible(k, memory())) {
+    return InvalidArgument("%s = %p is %s memory but this communicator (backend %s) works on %s memory", what, p,
+                           Name(k), Name(backend()), Name(memory()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Issue(const char* name, void* stream, std::function<absl::Status()> op) {
+  if (aborted()) return Aborted("%s: the communicator (rank %d) was aborted", name, rank_);
+  if (memory() == MemKind::kCuda) return Annotate(op(), name);  // ordered by the CUDA stream itself
+
+  HostStream* hs = nullptr;
+  if (stream != nullptr) {
+    hs = HostStream::Find(stream);
+    if (hs == nullptr) {
+      return InvalidArgument("%s: stream = %p is not a live weft host stream (host memory takes NULL or a "
+                             "weftStream_t from weftStreamCreate)", name, stream);
+    }
+  }
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(order_mu_);
+    ticket = next_ticket_++;
+  }
+  auto run = [this, ticket, name, op = std::move(op)]() -> absl::Status {
+    std::unique_lock<std::mutex> lock(order_mu_);
+    order_cv_.wait(lock, [&] { return serving_ == ticket; });
+    lock.unlock();
+    absl::Status s = aborted() ? Aborted("the communicator (rank %d) was aborted", rank_) : op();
+    lock.lock();
+    ++serving_;
+    lock.unlock();
+    order_cv_.notify_all();
+    return Annotate(s, name);
+  };
+  if (hs == nullptr) return run();
+  hs->Enqueue([this, run = std::move(run)]() {
+    absl::Status s = run();
+    RecordAsyncError(s);
+    return s;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
+                                     void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, &op), "all_reduce"));
+  absl::StatusOr<size_t> bytes = Bytes("count", count, 1, t);
+  RETURN_IF_ERROR(Annotate(bytes.status(), "all_reduce"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *bytes), "all_reduce"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *bytes), "all_reduce"));
+  if (send != recv && memory() == MemKind::kHost && Overlap(send, *bytes, recv, *bytes)) {
+    return InvalidArgument("all_reduce: sendbuf = %p and recvbuf = %p overlap without being equal", send, recv);
+  }
+  return Issue("all_reduce", stream, [=, this] { return DoAllReduce(send, recv, count, t, op, stream); });
+}
+
+absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
+                                         void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, &op), "reduce_scatter"));
+  absl::StatusOr<size_t> total = Bytes("recvcount", recvcount, static_cast<size_t>(size_), t);
+  RETURN_IF_ERROR(Annotate(total.status(), "reduce_scatter"));
+  const size_t block = recvcount * ElementSize(t);
+  RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *total), "reduce_scatter"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, block), "reduce_scatter"));
+  const void* own = static_cast<const char*>(send) + static_cast<size_t>(rank_) * block;
+  if (recv != own && memory() == MemKind::kHost && Overlap(send, *total, recv, block)) {
+    return InvalidArgument("reduce_scatter: recvbuf = %p overlaps sendbuf = %p but is not its in-place slice %p "
+                           "(sendbuf + rank %d * recvcount)", recv, send, own, rank_);
+  }
+  return Issue("reduce_scatter", stream,
+               [=, this] { return DoReduceScatter(send, recv, recvcount, t, op, stream); });
+}
+
+absl::Status Communicator::AllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "all_gather"));
+  absl::StatusOr<size_t> total = Bytes("sendcount", sendcount, static_cast<size_t>(size_), t);
+  RETURN_IF_ERROR(Annotate(total.status(), "all_gather"));
+  const size_t block = sendcount * ElementSize(t);
+  RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, block), "all_gather"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *total), "all_gather"));
+  const void* own = static_cast<const char*>(recv) + static_cast<size_t>(rank_) * block;
+  if (send != own && memory() == MemKind::kHost && Overlap(send, block, recv, *total)) {
+    return InvalidArgument("all_gather: sendbuf = %p overlaps recvbuf = %p but is not its in-place slice %p "
+                           "(recvbuf + rank %d * sendcount)", send, recv, own, rank_);
+  }
+  return Issue("all_gather", stream, [=, this] { return DoAllGather(send, recv, sendcount, t, stream); });
+}
+
+absl::Status Communicator::Broadcast(const void* send, void* recv, size_t count, DataType t, int root,
+                                     void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "broadcast"));
+  if (root < 0 || root >= size_) {
+    return InvalidArgument("broadcast: root = %d is outside [0, %d) (the communicator's size)", root, size_);
+  }
+  absl::StatusOr<size_t> bytes = Bytes("count", count, 1, t);
+  RETURN_IF_ERROR(Annotate(bytes.status(), "broadcast"));
+  if (rank_ == root) RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *bytes), "broadcast"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *bytes), "broadcast"));
+  if (rank_ == root && send != recv && memory() == MemKind::kHost && Overlap(send, *bytes, recv, *bytes)) {
+    return InvalidArgument("broadcast: sendbuf = %p and recvbuf = %p overlap without being equal", send, recv);
+  }
+  return Issue("broadcast", stream, [=, this] { return DoBroadcast(send, recv, count, t, root, stream); });
+}
+
+absl::Status Communicator::Barrier() {
+  return Issue("barrier", nullptr, [this] { return DoBarrier(); });
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {
+  if (color < 0 && color != -1) {
+    return InvalidArgument("split: color = %d is negative (use WEFT_SPLIT_NOCOLOR = -1 to opt out)", color);
+  }
+  std::unique_ptr<Communicator> out;
+  RETURN_IF_ERROR(Issue("split", nullptr, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(out, DoSplit(color, key));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+}  // namespace weft

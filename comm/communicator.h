@@ -1,0 +1,116 @@
+// The communicator: what every backend implements and every layer above uses.
+//
+// A Communicator is one rank's handle on a group of ranks. Its public methods
+// are the checked entry points: they validate arguments (so C++ callers such
+// as the reducer get the same errors as the C ABI), honour host streams, and
+// keep the communicator's issue order. A backend (comm/<backend>/) fills in
+// the Do* hooks, which see only valid arguments:
+//
+//   - host backends (in-process, MPI, UCX): each Do* runs to completion on the
+//     calling thread, in issue order; `stream` is unused.
+//   - device backends (NCCL): Do* enqueues on the cudaStream_t `stream`.
+//
+//   ASSIGN_OR_RETURN(auto comm, InitWorld(Backend::kAuto, options));
+//   RETURN_IF_ERROR(comm->AllReduce(buf, buf, n, DataType::kFloat32, RedOp::kAvg, nullptr));
+#ifndef WEFT_COMM_COMMUNICATOR_H_
+#define WEFT_COMM_COMMUNICATOR_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/dtype.h"
+
+namespace weft {
+
+// Values equal weftBackend_t.
+enum class Backend : int { kAuto = 0, kInProcess = 1, kMpi = 2, kNccl = 3, kUcx = 4 };
+inline constexpr int kNumBackends = 5;
+const char* Name(Backend b);
+
+struct CommOptions {
+  MemKind memory = MemKind::kHost;
+  int timeout_ms = 0;        // resolved: > 0 after ResolveOptions
+  size_t segment_bytes = 0;  // 0: the backend's choice
+  int cuda_device = -1;
+};
+
+// Fills the zero fields of `o` from the environment (core/env.h).
+CommOptions ResolveOptions(CommOptions o);
+
+class Communicator {
+ public:
+  Communicator(int rank, int size, const CommOptions& options);
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MemKind memory() const { return options_.memory; }
+  const CommOptions& options() const { return options_; }
+  virtual Backend backend() const = 0;
+
+  // Collectives, with weftAllReduce & co.'s semantics (include/weft/weft.h).
+  // `stream`: CUDA memory: a cudaStream_t. Host memory: nullptr (blocking)
+  // or a HostStream* (asynchronous; errors go to the stream and async_error).
+  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, void* stream);
+  absl::Status ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op, void* stream);
+  absl::Status AllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream);
+  absl::Status Broadcast(const void* send, void* recv, size_t count, DataType t, int root, void* stream);
+  absl::Status Barrier();
+  // nullptr (and OK) for color < 0.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
+
+  // Local: later and waiting collectives fail with weftAborted.
+  void Abort();
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // The first error of asynchronous work, or OK.
+  absl::Status async_error() const;
+  void RecordAsyncError(const absl::Status& s);
+  // Blocks until every collective issued so far has run.
+  void Quiesce();
+
+ protected:
+  virtual absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
+                                   void* stream) = 0;
+  virtual absl::Status DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
+                                       void* stream) = 0;
+  virtual absl::Status DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) = 0;
+  virtual absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
+                                   void* stream) = 0;
+  virtual absl::Status DoBarrier() = 0;
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) = 0;
+  // Called once by Abort(): wake anything blocked in the backend.
+  virtual void DoAbort() {}
+
+ private:
+  // Checks a buffer against the communicator's memory kind.
+  absl::Status CheckBuffer(const char* what, const void* p, size_t bytes) const;
+  // Runs `op` in issue order: now (stream == nullptr) or on the host stream.
+  absl::Status Issue(const char* name, void* stream, std::function<absl::Status()> op);
+
+  const int rank_;
+  const int size_;
+  const CommOptions options_;
+  std::atomic<bool> aborted_{false};
+
+  // Issue order: a ticket per collective, served one at a time.
+  std::mutex order_mu_;
+  std::condition_variable order_cv_;
+  uint64_t next_ticket_ = 0;
+  uint64_t serving_ = 0;
+
+  mutable std::mutex error_mu_;
+  absl::Status async_error_;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_COMM_COMMUNICATOR_H_

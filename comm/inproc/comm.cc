@@ -1,0 +1,113 @@
+#include "comm/inproc/comm.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "comm/registry.h"
+#include "core/status.h"
+
+namespace weft {
+namespace inproc {
+
+absl::Status World::Arrive(int rank, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (aborted_) return Aborted("in-process world was aborted");
+  if (broken_by_ >= 0) return RemoteError("rank %d timed out in an earlier collective", broken_by_);
+  const uint64_t gen = generation_;
+  if (++arrived_ == size_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+  const bool done = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                 [&] { return generation_ != gen || aborted_ || broken_by_ >= 0; });
+  if (generation_ != gen) return absl::OkStatus();
+  if (aborted_) return Aborted("in-process world was aborted");
+  if (!done) {
+    broken_by_ = rank;
+    cv_.notify_all();
+    return Timeout("rank %d waited %d ms for %d of %d ranks to arrive", rank, timeout_ms, size_ - arrived_, size_);
+  }
+  return RemoteError("rank %d timed out; this collective cannot complete", broken_by_);
+}
+
+void World::Abort() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<World> World::SplitWorld(uint64_t seq, int color, int size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& w = splits_[{seq, color}];
+  if (!w) w = std::make_shared<World>(size);
+  return w;
+}
+
+void World::ForgetSplit(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = splits_.begin(); it != splits_.end();) {
+    it = it->first.first == seq ? splits_.erase(it) : std::next(it);
+  }
+}
+
+InProcComm::InProcComm(std::shared_ptr<World> world, int rank, const CommOptions& options)
+    : Communicator(rank, world->size(), options), world_(std::move(world)) {}
+
+absl::Status InProcComm::DoBarrier() { return Arrive(); }
+
+absl::StatusOr<std::unique_ptr<Communicator>> InProcComm::DoSplit(int color, int key) {
+  const uint64_t seq = splits_++;
+  Slot& mine = world_->slot(rank());
+  mine.a = color;
+  mine.b = key;
+  RETURN_IF_ERROR(Arrive());
+  // Members of my color, ordered by (key, old rank).
+  std::vector<std::pair<int64_t, int>> members;
+  for (int r = 0; r < size(); ++r) {
+    const Slot& s = world_->slot(r);
+    if (color >= 0 && s.a == color) members.emplace_back(s.b, r);
+  }
+  std::sort(members.begin(), members.end());
+  std::unique_ptr<Communicator> out;
+  if (color >= 0) {
+    const int new_rank = static_cast<int>(
+        std::find_if(members.begin(), members.end(), [&](auto& m) { return m.second == rank(); }) -
+        members.begin());
+    out = std::make_unique<InProcComm>(world_->SplitWorld(seq, color, static_cast<int>(members.size())), new_rank,
+                                       options());
+  }
+  // Everyone has read the slots and fetched its world before they are reused.
+  RETURN_IF_ERROR(Arrive());
+  if (rank() == 0) world_->ForgetSplit(seq);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> InitInProcess(int n, const CommOptions& in) {
+  if (n < 1) return InvalidArgument("nranks = %d must be at least 1", n);
+  if (in.memory != MemKind::kHost) {
+    return InvalidArgument("config.memory = %s: the in-process backend works on host memory", Name(in.memory));
+  }
+  const CommOptions options = ResolveOptions(in);
+  auto world = std::make_shared<World>(n);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  comms.reserve(n);
+  for (int r = 0; r < n; ++r) comms.push_back(std::make_unique<InProcComm>(world, r, options));
+  return comms;
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<Communicator>> InitWorldOneRank(const CommOptions& options) {
+  ASSIGN_OR_RETURN(auto comms, InitInProcess(1, options));
+  return std::move(comms[0]);
+}
+
+[[maybe_unused]] const bool kRegistered = RegisterBackend({Backend::kInProcess, MemKind::kHost, nullptr, &InitWorldOneRank});
+
+}  // namespace
+}  // namespace inproc
+}  // namespace weft

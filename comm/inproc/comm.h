@@ -1,0 +1,96 @@
+// The in-process backend: N ranks as threads of one process.
+//
+// It is weft's test backbone (every collective, the reducer and the sharder
+// run N ranks in one process, fast, with no MPI) and the single-process
+// backend. Ranks share a World: each collective publishes every rank's
+// buffer pointers, then each rank reduces one chunk straight out of its
+// peers' memory, so no byte is copied twice and every rank ends with the
+// same bits (each chunk is reduced once, in rank order).
+//
+//   ASSIGN_OR_RETURN(auto comms, InitInProcess(4, options));  // comms[r] for thread r
+#ifndef WEFT_COMM_INPROC_COMM_H_
+#define WEFT_COMM_INPROC_COMM_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace weft {
+namespace inproc {
+
+// What one rank publishes for a collective.
+struct Slot {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int64_t a = 0;  // split: color
+  int64_t b = 0;  // split: key
+};
+
+class World {
+ public:
+  explicit World(int size) : size_(size), slots_(size) {}
+  int size() const { return size_; }
+  Slot& slot(int rank) { return slots_[rank]; }
+
+  // Generation barrier. Fails with Timeout after timeout_ms (and marks the
+  // world broken, so the others fail at once rather than wait out their own
+  // timeouts), with Aborted once any rank aborted.
+  absl::Status Arrive(int rank, int timeout_ms);
+  void Abort();
+
+  // The world for (split number, color), created by whichever member asks first.
+  std::shared_ptr<World> SplitWorld(uint64_t seq, int color, int size);
+  void ForgetSplit(uint64_t seq);
+
+ private:
+  const int size_;
+  std::vector<Slot> slots_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+  int broken_by_ = -1;  // rank that timed out
+  std::map<std::pair<uint64_t, int>, std::shared_ptr<World>> splits_;
+};
+
+class InProcComm final : public Communicator {
+ public:
+  InProcComm(std::shared_ptr<World> world, int rank, const CommOptions& options);
+  Backend backend() const override { return Backend::kInProcess; }
+
+ protected:
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
+                           void* stream) override;
+  absl::Status DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
+                               void* stream) override;
+  absl::Status DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) override;
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
+                           void* stream) override;
+  absl::Status DoBarrier() override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
+  void DoAbort() override { world_->Abort(); }
+
+ private:
+  absl::Status Arrive() { return world_->Arrive(rank(), options().timeout_ms); }
+  // out = op over ranks of (slot(r).send + offset)[0..n), reduced in rank order.
+  void ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out);
+
+  std::shared_ptr<World> world_;
+  uint64_t splits_ = 0;
+  std::vector<unsigned char> acc_;  // accumulator scratch, reused across calls
+};
+
+// `n` communicators of one new world; comms[r] is rank r.
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> InitInProcess(int n, const CommOptions& options);
+
+}  // namespace inproc
+}  // namespace weft
+
+#endif  // WEFT_COMM_INPROC_COMM_H_

@@ -1,0 +1,63 @@
+#include "core/env.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace weft {
+namespace {
+
+// Parses a non-negative integer variable; warns and keeps `fallback` on junk.
+long long ReadInt(const char* name, long long fallback, long long max) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v, &end, 10);
+  if (errno != 0 || *end != '\0' || x < 0 || x > max) {
+    std::fprintf(stderr, "weft WARN: ignoring %s=%s (expected an integer in [0, %lld])\n", name, v, max);
+    return fallback;
+  }
+  return x;
+}
+
+Env Load() {
+  Env e;
+  if (const char* d = std::getenv("WEFT_DEBUG")) {
+    if (strcasecmp(d, "INFO") == 0) e.log_level = LogLevel::kInfo;
+    else if (strcasecmp(d, "TRACE") == 0) e.log_level = LogLevel::kTrace;
+    else if (strcasecmp(d, "WARN") != 0 && *d != '\0')
+      std::fprintf(stderr, "weft WARN: ignoring WEFT_DEBUG=%s (expected WARN, INFO or TRACE)\n", d);
+  }
+  e.timeout_ms = static_cast<int>(ReadInt("WEFT_TIMEOUT_MS", e.timeout_ms, 1LL << 30));
+  e.segment_bytes = static_cast<size_t>(ReadInt("WEFT_SEGMENT_BYTES", 0, 1LL << 40));
+  e.num_threads = static_cast<int>(ReadInt("WEFT_NUM_THREADS", 0, 1024));
+  return e;
+}
+
+}  // namespace
+
+const Env& Env::Get() {
+  static const Env env = [] {
+    Env e = Load();
+    if (e.log_level >= LogLevel::kInfo) {
+      std::fprintf(stderr, "weft INFO: pid %d env: WEFT_TIMEOUT_MS=%d WEFT_SEGMENT_BYTES=%zu WEFT_NUM_THREADS=%d\n",
+                   static_cast<int>(getpid()), e.timeout_ms, e.segment_bytes, e.num_threads);
+    }
+    return e;
+  }();
+  return env;
+}
+
+void LogLine(LogLevel level, const std::string& line) {
+  static std::mutex mu;
+  static const char* const kNames[] = {"WARN", "INFO", "TRACE"};
+  std::lock_guard<std::mutex> lock(mu);
+  std::fprintf(stderr, "weft %s: %s\n", kNames[static_cast<int>(level)], line.c_str());
+}
+
+}  // namespace weft

@@ -1,0 +1,40 @@
+// weft's settings from the environment, read once per process (mscclpp's Env).
+//
+//   WEFT_DEBUG          WARN (default), INFO or TRACE: what weft logs to stderr
+//   WEFT_TIMEOUT_MS     how long a host collective waits for peers (600000)
+//   WEFT_SEGMENT_BYTES  pipelining segment of the host backends (0: backend's choice)
+//   WEFT_NUM_THREADS    host kernel thread pool size (0: hardware threads, at most 8)
+//
+// Explicit settings (weftConfig_t fields) win over these.
+#ifndef WEFT_CORE_ENV_H_
+#define WEFT_CORE_ENV_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/str_format.h"
+
+namespace weft {
+
+enum class LogLevel : int { kWarn = 0, kInfo = 1, kTrace = 2 };
+
+struct Env {
+  LogLevel log_level = LogLevel::kWarn;
+  int timeout_ms = 600000;
+  size_t segment_bytes = 0;
+  int num_threads = 0;
+
+  // Parsed on first use; logged at INFO. Bad values are warned about and ignored.
+  static const Env& Get();
+};
+
+void LogLine(LogLevel level, const std::string& line);
+
+template <typename... Args>
+void Log(LogLevel level, const absl::FormatSpec<Args...>& f, const Args&... a) {
+  if (static_cast<int>(level) <= static_cast<int>(Env::Get().log_level)) LogLine(level, absl::StrFormat(f, a...));
+}
+
+}  // namespace weft
+
+#endif  // WEFT_CORE_ENV_H_

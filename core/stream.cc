@@ -1,0 +1,94 @@
+#include "core/stream.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+
+namespace weft {
+namespace {
+
+std::mutex& RegistryMutex() {
+  static std::mutex mu;
+  return mu;
+}
+absl::flat_hash_set<const void*>& Registry() {
+  static auto* set = new absl::flat_hash_set<const void*>();
+  return *set;
+}
+
+}  // namespace
+
+HostStream::HostStream() {
+  {
+    std::lock_guard<std::mutex> lock(RegistryMutex());
+    Registry().insert(this);
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+HostStream::~HostStream() {
+  {
+    std::lock_guard<std::mutex> lock(RegistryMutex());
+    Registry().erase(this);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+HostStream* HostStream::Find(const void* p) {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  return Registry().contains(p) ? static_cast<HostStream*>(const_cast<void*>(p)) : nullptr;
+}
+
+void HostStream::Enqueue(Task task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+    ++enqueued_;
+  }
+  cv_.notify_all();
+}
+
+absl::Status HostStream::Synchronize() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = enqueued_;
+  cv_.wait(lock, [&] { return done_ >= target; });
+  return std::exchange(first_error_, absl::OkStatus());
+}
+
+bool HostStream::Idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ == enqueued_;
+}
+
+absl::Status HostStream::PendingError() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_error_;
+}
+
+void HostStream::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and drained
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    absl::Status s;
+    try {
+      s = task();
+    } catch (...) {
+      s = absl::InternalError("host stream task threw an exception");
+    }
+    lock.lock();
+    if (!s.ok() && first_error_.ok()) first_error_ = s;
+    ++done_;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace weft

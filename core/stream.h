@@ -1,0 +1,65 @@
+// Host streams: in-order queues of host work, each run by a thread of its own.
+//
+// A HostStream is to host collectives and kernels what a cudaStream_t is to
+// device work: the caller enqueues and goes on (computing the next layer's
+// gradients, say) while the stream's thread runs the work in enqueue order.
+//
+//   HostStream s;
+//   s.Enqueue([&] { return comm.AllReduce(...); });
+//   ... compute ...
+//   RETURN_IF_ERROR(s.Synchronize());   // first error since the last sync
+//
+// Every live stream is registered so that the C ABI can tell a weftStream_t
+// from any other pointer (a cudaStream_t, garbage) without dereferencing it.
+#ifndef WEFT_CORE_STREAM_H_
+#define WEFT_CORE_STREAM_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+
+namespace weft {
+
+class HostStream {
+ public:
+  using Task = std::function<absl::Status()>;
+
+  HostStream();
+  ~HostStream();  // runs what is queued, then joins the thread
+  HostStream(const HostStream&) = delete;
+  HostStream& operator=(const HostStream&) = delete;
+
+  // Never blocks on the work itself. Tasks run in enqueue order.
+  void Enqueue(Task task);
+  // Blocks until every task enqueued before the call has run; returns the
+  // first error since the last Synchronize and clears it.
+  absl::Status Synchronize();
+  // True when nothing is queued or running.
+  bool Idle();
+  // The first error since the last Synchronize, without clearing it.
+  absl::Status PendingError();
+
+  // The live stream at `p`, or nullptr if `p` is not one.
+  static HostStream* Find(const void* p);
+
+ private:
+  void Run();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t done_ = 0;
+  bool stop_ = false;
+  absl::Status first_error_;
+  std::thread thread_;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_CORE_STREAM_H_

@@ -1,0 +1,234 @@
+/*
+ * weft: the communication runtime under data-parallel and sharded training.
+ *
+ * This is weft's whole public C ABI: communicators, the four collectives DDP,
+ * FSDP and ZeRO are built from, host streams for asynchronous host
+ * collectives, and the fused multi-tensor kernels. It is pure C99 and names no
+ * CUDA, MPI or C++ type, so framework backends can include it from C, C++,
+ * Rust or Python ctypes. The vocabulary follows NCCL's, which every framework
+ * backend already speaks.
+ *
+ *   weftComm_t comm;
+ *   weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;   // every default
+ *   if (weftCommInitWorld(&comm, &cfg) != weftSuccess)
+ *     fprintf(stderr, "weft: %s\n", weftGetLastError());
+ *   weftAllReduce(grad, grad, n, weftFloat32, weftAvg, comm, NULL);  // blocks
+ *   weftCommDestroy(comm);
+ *
+ * Conventions that hold for every entry point:
+ *  - Every function returns a weftResult_t. On failure, weftGetLastError()
+ *    returns a message naming the offending argument and its value. The
+ *    message is thread-local: it describes the last failing call made by the
+ *    calling thread, whatever other threads do.
+ *  - No function aborts or exits the process, and no C++ exception crosses
+ *    this ABI. A call refused for a bad argument changes nothing: the
+ *    communicator (or reducer, or stream) stays usable.
+ *  - Thread model: a communicator may be used from any thread, but calls that
+ *    issue collectives on one communicator must not be made concurrently from
+ *    several threads (as in NCCL); serialise them, or split the communicator.
+ *    weftGetLastError, weftGetErrorString and weftGetVersion may be called from
+ *    any thread at any time.
+ *  - Streams. For CUDA memory, `stream` is a cudaStream_t and the call is
+ *    enqueued on it, exactly as in NCCL; the call returns once enqueued. For
+ *    host memory, `stream` is NULL (the call blocks until its result is in the
+ *    output buffers) or a weftStream_t from weftStreamCreate (the call is
+ *    enqueued and returns at once; see "Host streams").
+ *  - Ordering. Collectives on one communicator execute in the order they were
+ *    issued, across all streams, and every rank must issue the same
+ *    collectives on a communicator in the same order (NCCL's rule).
+ */
+#ifndef WEFT_WEFT_H_
+#define WEFT_WEFT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define WEFT_MAJOR 0
+#define WEFT_MINOR 1
+#define WEFT_PATCH 0
+#define WEFT_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define WEFT_VERSION_CODE WEFT_VERSION(WEFT_MAJOR, WEFT_MINOR, WEFT_PATCH)
+
+/* ---------------------------------------------------------------- types */
+
+/* Result codes. The values are part of the ABI and never change. */
+typedef enum {
+  weftSuccess = 0,
+  weftInvalidArgument = 1, /* an argument is NULL, out of range or inconsistent */
+  weftInvalidUsage = 2,    /* the call is valid alone but not now: ranks disagree, wrong order, ... */
+  weftUnsupported = 3,     /* this build or machine cannot do it (no GPU, backend not built, ...) */
+  weftSystemError = 4,     /* a system call, the CUDA runtime, MPI, NCCL or UCX failed */
+  weftInternalError = 5,   /* a bug in weft */
+  weftRemoteError = 6,     /* another rank failed */
+  weftTimeout = 7,         /* peers did not arrive within the communicator's timeout */
+  weftAborted = 8,         /* the communicator was aborted */
+  weftInProgress = 9,      /* asynchronous work is still running (not an error) */
+  weftNumResults = 10
+} weftResult_t;
+
+typedef enum {
+  weftFloat32 = 0,
+  weftFloat16 = 1,
+  weftBfloat16 = 2,
+  weftFloat64 = 3,
+  weftInt8 = 4,
+  weftUint8 = 5,
+  weftInt32 = 6,
+  weftInt64 = 7,
+  weftNumTypes = 8
+} weftDataType_t;
+
+/* weftAvg is the sum divided by the number of ranks. Floating-point types
+ * divide once, after the sum, in the accumulation type (float32 for float16
+ * and bfloat16). Integer types sum in 64-bit wrapping arithmetic and divide
+ * with truncation toward zero, then convert back (so int8 avg of 100 and 101
+ * is 100, and of -3 and 0 is -1). */
+typedef enum { weftSum = 0, weftProd = 1, weftMax = 2, weftMin = 3, weftAvg = 4, weftNumOps = 5 } weftRedOp_t;
+
+typedef enum {
+  weftBackendAuto = 0,      /* NCCL for CUDA memory; MPI when launched by mpirun/srun; else one rank */
+  weftBackendInProcess = 1, /* ranks are threads of this process */
+  weftBackendMpi = 2,       /* host memory over MPI */
+  weftBackendNccl = 3,      /* CUDA memory over NCCL */
+  weftBackendUcx = 4,       /* host memory over UCX (reserved; not built yet) */
+  weftNumBackends = 5
+} weftBackend_t;
+
+typedef enum { weftMemoryHost = 0, weftMemoryCuda = 1, weftNumMemoryKinds = 2 } weftMemoryKind_t;
+
+typedef struct weftComm* weftComm_t;
+typedef struct weftStream* weftStream_t;
+
+/* Extensible structs. Every struct weft reads from its caller begins with
+ * `size_t size`, which the matching _INITIALIZER macro sets to the struct's
+ * size in the header the caller was compiled against. Fields are only ever
+ * appended, so weft reads the fields an older caller knows and defaults the
+ * rest. Always start from the initializer; a size of 0 is refused. */
+typedef struct {
+  size_t size;
+  weftBackend_t backend;    /* weftBackendAuto */
+  weftMemoryKind_t memory;  /* weftMemoryHost */
+  int timeout_ms;           /* host backends: wait for peers at most this long; 0: $WEFT_TIMEOUT_MS or 600000 */
+  int cuda_device;          /* NCCL: device ordinal; -1: the local rank modulo the device count */
+  size_t segment_bytes;     /* host backends: pipelining segment; 0: $WEFT_SEGMENT_BYTES or the backend's choice */
+} weftConfig_t;
+
+#define WEFT_CONFIG_INITIALIZER \
+  { sizeof(weftConfig_t), weftBackendAuto, weftMemoryHost, 0, -1, 0 }
+
+/* Passing this as `color` to weftCommSplit leaves the caller out: *newcomm is NULL. */
+#define WEFT_SPLIT_NOCOLOR (-1)
+
+/* ---------------------------------------------------------------- errors */
+
+/* WEFT_VERSION_CODE of the library actually loaded. Never fails for a non-NULL pointer. */
+weftResult_t weftGetVersion(int* version);
+
+/* A static description of `result`. Never NULL, also for out-of-range values. */
+const char* weftGetErrorString(weftResult_t result);
+
+/* The message of the last call on this thread that did not return
+ * weftSuccess (or weftInProgress): which argument, which value, which rank.
+ * "" if none failed yet. Valid until this thread's next weft call. */
+const char* weftGetLastError(void);
+
+/* ---------------------------------------------------------------- communicators */
+
+/* Creates the world communicator. Collective: every process of the job calls
+ * it. Under mpirun or srun (backend auto or MPI) it spans MPI_COMM_WORLD; MPI
+ * is initialised if the application has not done so, and then finalised by
+ * weft at process exit. The NCCL backend bootstraps its unique id over MPI.
+ * Outside a launcher, auto and in-process give a one-rank communicator.
+ * `config` may be NULL (every default). Blocking. */
+weftResult_t weftCommInitWorld(weftComm_t* comm, const weftConfig_t* config);
+
+/* Creates `nranks` communicators of one in-process world, ranks 0..nranks-1,
+ * in comms[0..nranks-1] (NCCL's ncclCommInitAll). Rank i must then be driven
+ * by its own thread: a collective returns when every rank has called it.
+ * Host memory only. `config` may be NULL. Not collective; blocking. */
+weftResult_t weftCommInitInProcess(weftComm_t* comms, int nranks, const weftConfig_t* config);
+
+/* Splits `comm` by color; ranks are ordered by (key, old rank) in each new
+ * communicator. Collective over `comm`; blocking. With WEFT_SPLIT_NOCOLOR the
+ * caller takes part but gets *newcomm = NULL. The new communicator has the
+ * parent's backend, memory kind and timeout. */
+weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newcomm);
+
+weftResult_t weftCommCount(weftComm_t comm, int* count);
+weftResult_t weftCommUserRank(weftComm_t comm, int* rank);
+/* The backend actually chosen (never weftBackendAuto) and the memory kind. */
+weftResult_t weftCommGetBackend(weftComm_t comm, weftBackend_t* backend);
+weftResult_t weftCommGetMemoryKind(weftComm_t comm, weftMemoryKind_t* memory);
+
+/* The first error raised by asynchronous work on this communicator (a host
+ * stream's collective, a NCCL kernel), or weftSuccess. Non-blocking; any thread. */
+weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);
+
+/* Marks the communicator aborted: collectives waiting on it return
+ * weftAborted, and so do later ones. Local: does not wait for other ranks.
+ * May be called from any thread, also while another thread is blocked in a
+ * collective on `comm`. The communicator must still be destroyed. */
+weftResult_t weftCommAbort(weftComm_t comm);
+
+/* Frees the communicator. Waits for the collectives issued on it to finish
+ * (or fail), so destroy host streams' work first or abort. Not collective. */
+weftResult_t weftCommDestroy(weftComm_t comm);
+
+/* ---------------------------------------------------------------- host streams */
+
+/* A host stream is an in-order queue of weft work on host memory, run by a
+ * thread of its own: the asynchronous form of the host collectives and
+ * kernels, as a cudaStream_t is for device work. A call given a host stream
+ * checks its arguments, enqueues the work and returns; the buffers must stay
+ * valid and untouched until the stream is synchronised. Work on one stream
+ * runs in enqueue order; collectives keep the communicator's issue order
+ * whatever stream they are on. An asynchronous failure is reported by the
+ * next weftStreamSynchronize/Query of that stream and by
+ * weftCommGetAsyncError; work enqueued after a failure still runs. */
+weftResult_t weftStreamCreate(weftStream_t* stream);
+/* Blocks until everything enqueued so far has run. Returns the first error
+ * since the last synchronisation, or weftSuccess. */
+weftResult_t weftStreamSynchronize(weftStream_t stream);
+/* weftSuccess when everything enqueued has run (and none failed since the
+ * last synchronisation), weftInProgress when work is pending. Non-blocking. */
+weftResult_t weftStreamQuery(weftStream_t stream);
+/* Synchronises, then frees the stream. */
+weftResult_t weftStreamDestroy(weftStream_t stream);
+
+/* ---------------------------------------------------------------- collectives */
+
+/* recvbuf[i] = op over ranks of sendbuf[i], for i < count. In place when
+ * sendbuf == recvbuf. Floating-point results are bit-identical on every rank.
+ * Collective; see "Streams" above for blocking and ordering. */
+weftResult_t weftAllReduce(const void* sendbuf, void* recvbuf, size_t count, weftDataType_t dtype,
+                           weftRedOp_t op, weftComm_t comm, void* stream);
+
+/* sendbuf holds nranks * recvcount elements; rank r receives the reduction of
+ * block r. In place when recvbuf == sendbuf + rank * recvcount elements. */
+weftResult_t weftReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, weftDataType_t dtype,
+                               weftRedOp_t op, weftComm_t comm, void* stream);
+
+/* recvbuf holds nranks * sendcount elements; block r is rank r's sendbuf. In
+ * place when sendbuf == recvbuf + rank * sendcount elements. */
+weftResult_t weftAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, weftDataType_t dtype,
+                           weftComm_t comm, void* stream);
+
+/* recvbuf = root's sendbuf on every rank. sendbuf is only read on root (and
+ * may be NULL elsewhere). In place when sendbuf == recvbuf. */
+weftResult_t weftBroadcast(const void* sendbuf, void* recvbuf, size_t count, weftDataType_t dtype, int root,
+                           weftComm_t comm, void* stream);
+
+/* Blocks until every rank of `comm` has called it. Host backends only for now. */
+weftResult_t weftBarrier(weftComm_t comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* WEFT_WEFT_H_ */
