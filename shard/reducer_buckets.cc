@@ -35,9 +35,9 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
     bs->buf = std::make_unique<Buffer>(bk.bytes());
     buckets.push_back(std::move(bs));
   }
-  // Views of the old slots hold the last averages: carry them over, so the
-  // framework's re-pointed gradients keep their values.
-  if (!buckets_.empty() && options_.gradient_as_bucket_view) {
+  // The old slots hold the last averages (a view's value, or the only copy
+  // of a gradient unused here): carry them over into the new layout.
+  if (!buckets_.empty()) {
     for (int g = 0; g < num_grads(); ++g) {
       const Bucket& nb = plan.buckets[plan.bucket_of[g]];
       void* dst = buckets[plan.bucket_of[g]]->buf->data + nb.offsets[plan.slot_of[g]] * ElementSize(nb.dtype);

@@ -90,7 +90,9 @@ TEST_P(ReducerWorld, AveragesInAnyArrivalOrderAcrossRebuild) {
     EXPECT_GT((*red)->num_buckets(), 3);
     std::vector<std::vector<float>> grads;
     for (size_t c : kCounts) grads.emplace_back(c);
+    int64_t launched = 0;
     for (int step = 0; step < 4; ++step) {
+      launched += (*red)->num_buckets();  // the plan may change after step 0
       Backward(**red, step, rank, grads);
       ASSERT_TRUE((*red)->Finalize(nullptr).ok());
       for (size_t g = 0; g < grads.size(); ++g) {
@@ -101,7 +103,7 @@ TEST_P(ReducerWorld, AveragesInAnyArrivalOrderAcrossRebuild) {
     }
     // Rank 0's random first order differs from reverse registration order.
     EXPECT_EQ((*red)->layout_version(), 1);
-    EXPECT_EQ((*red)->stats().buckets_launched, 4 * (*red)->num_buckets());
+    EXPECT_EQ((*red)->stats().buckets_launched, launched);
   });
 }
 
@@ -208,7 +210,9 @@ TEST(Reducer, FindUnusedAveragesWithZerosAndReportsUse) {
         const float* got = (UsedOn(g, rank) && !view) ? ptr[g] : static_cast<float*>(*r.GradSlot(g));
         for (size_t j = 0; j < kCounts[g]; ++j) {
           if (g == 4) {
-            if (view) ASSERT_EQ(got[j], 100.0f + j);
+            if (view) {
+              ASSERT_EQ(got[j], 100.0f + j);
+            }
             continue;
           }
           double sum = 0;
@@ -243,6 +247,7 @@ TEST(Reducer, StaticGraphCountsRepeatedMarks) {
     auto s = (*red)->MarkReady(3, grads[3].data(), nullptr);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(s.message(), HasSubstr("'layer3.weight' was marked ready 3 times"));
+    red->reset();  // may have launched a bucket reading grads: wait for it while grads live
   });
 }
 
@@ -299,11 +304,12 @@ TEST(Reducer, Fp16SqrtSplitAvoidsOverflow) {
     o.comm_dtype = DataType::kFloat16;
     auto red = Reducer::Create(&comm, Specs({64}), o);
     ASSERT_TRUE(red.ok()) << red.status();
-    // 4 x 40000 = 160000 overflows float16 (max 65504) if summed unscaled.
-    std::vector<float> g(64, 40000.0f + 16.0f * rank);
+    // 4 x 20000 = 80000 overflows float16 (max 65504) if summed unscaled;
+    // halved first (1/sqrt(4)), the sum is 40048.
+    std::vector<float> g(64, 20000.0f + 16.0f * rank);
     ASSERT_TRUE((*red)->MarkReady(0, g.data(), nullptr).ok());
     ASSERT_TRUE((*red)->Finalize(nullptr).ok());
-    for (float v : g) EXPECT_NEAR(v, 40024.0f, 40024.0f * 2e-3f);
+    for (float v : g) EXPECT_NEAR(v, 20024.0f, 20024.0f * 2e-3f);
   });
 }
 
@@ -330,7 +336,9 @@ TEST(Reducer, CreationRefusesDifferingPlans) {
     if (rank == 3) o.comm_dtype = DataType::kInt8;  // refused locally; the others hear of it
     red = Reducer::Create(&comm, Specs(kCounts), o);
     EXPECT_FALSE(red.ok());
-    if (rank != 3) EXPECT_THAT(red.status().message(), HasSubstr("rank 3 refused"));
+    if (rank != 3) {
+      EXPECT_THAT(red.status().message(), HasSubstr("rank 3 refused"));
+    }
   });
 }
 
