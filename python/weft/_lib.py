@@ -1,7 +1,7 @@
 """Loads libweft.so and declares the C ABI (include/weft/weft.h) for ctypes.
 
 The library is looked for, in order:
-  1. $WEFT_LIBRARY (a path to the .so);
+  1. $WEFT_LIBRARY (a path to the .so; when set, nothing else is tried);
   2. next to this package (an installed weft, or a copy dropped beside it);
   3. the install's libdir, recorded by meson install in _install_dir.py;
   4. a meson build directory of the checkout this file lives in (build*/).
@@ -26,9 +26,6 @@ class WeftError(RuntimeError):
 
 
 def _candidates():
-    env = os.environ.get("WEFT_LIBRARY")
-    if env:
-        yield env
     here = os.path.dirname(os.path.abspath(__file__))
     for name in ("libweft.so", "libweft.so.0"):
         yield os.path.join(here, name)
@@ -43,6 +40,11 @@ def _candidates():
 
 
 def _load():
+    env = os.environ.get("WEFT_LIBRARY")
+    if env:  # explicit: that library or a clear failure, never a silent fallback
+        if not os.path.exists(env):
+            raise OSError("weft: WEFT_LIBRARY=%s does not exist" % env)
+        return ctypes.CDLL(env)
     tried = []
     for path in _candidates():
         if os.path.exists(path):
