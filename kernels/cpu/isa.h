@@ -30,7 +30,7 @@ struct Isa {
 const Isa& PortableIsa();
 const Isa* Avx2Isa();    // nullptr when not compiled in
 const Isa* Avx512Isa();  // nullptr when not compiled in
-// The best one this CPU supports (WEFT_CPU_ISA=portable|avx2|avx512 lowers the choice, for tests).
+// The best one this CPU supports; the others stay callable (tests compare them all).
 const Isa& BestIsa();
 
 }  // namespace cpu
