@@ -1,0 +1,60 @@
+// MPI's lifetime in a weft process, and whether a launcher started us.
+//
+// Every weft piece that talks MPI (the MPI backend, the NCCL backend's
+// unique-id broadcast) calls EnsureInitialized() first and never calls
+// MPI_Init or MPI_Finalize itself:
+//
+//   RETURN_IF_ERROR(weft::mpi::EnsureInitialized());
+//   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm);
+//
+// Ownership rule (weft.h, weftCommInitWorld): if the application initialised
+// MPI, weft uses it and leaves it alone (never finalises it). If weft
+// initialised MPI, it asks for MPI_THREAD_MULTIPLE (host streams run
+// collectives on threads of their own) and finalises MPI once, at process
+// exit, from an atexit handler. Once MPI has been finalised it cannot be
+// initialised again, and EnsureInitialized says so instead of crashing.
+#ifndef WEFT_COMM_MPI_BOOTSTRAP_H_
+#define WEFT_COMM_MPI_BOOTSTRAP_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace weft {
+namespace mpi {
+
+// Initialises MPI if nobody has, or checks that the application's MPI is
+// usable. Thread-safe; cheap after the first call. Errors: SystemError when
+// MPI_Init_thread fails, InvalidUsage when MPI was already finalised.
+absl::Status EnsureInitialized();
+
+// True when this process was started by a parallel launcher (mpirun/mpiexec
+// of OpenMPI, MPICH/hydra or MVAPICH, srun with more than one task, any
+// PMI/PMIx launcher), judged from the environment alone: it never
+// initialises MPI, so it is safe to ask before deciding on a backend.
+bool Launched();
+
+// True once EnsureInitialized has succeeded and MPI is not yet finalised, and
+// MPI runs below MPI_THREAD_MULTIPLE (an application that initialised MPI
+// itself with less): weft then serialises its own MPI calls with
+// CallLock(), since host streams call MPI from their own threads.
+bool NeedsCallLock();
+// Held around each MPI call weft makes when NeedsCallLock().
+class CallLock {
+ public:
+  CallLock();
+  ~CallLock();
+  CallLock(const CallLock&) = delete;
+  CallLock& operator=(const CallLock&) = delete;
+
+ private:
+  bool locked_;
+};
+
+// MPI's own text for an error code, e.g. "MPI_ERR_TRUNCATE: message truncated".
+std::string ErrorString(int code);
+
+}  // namespace mpi
+}  // namespace weft
+
+#endif  // WEFT_COMM_MPI_BOOTSTRAP_H_
