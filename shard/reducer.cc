@@ -29,6 +29,7 @@ namespace {
 absl::Status CheckOptions(const ReducerOptions& o) {
   if (o.bucket_cap_bytes == 0) return InvalidArgument("bucket_cap_bytes = 0 (expected at least 1)");
   if (o.first_bucket_cap_bytes == 0) return InvalidArgument("first_bucket_cap_bytes = 0 (expected at least 1)");
+  if (o.segment_bytes == 0) return InvalidArgument("segment_bytes = 0 (expected at least 1)");
   if (o.comm_dtype && *o.comm_dtype != DataType::kFloat16 && *o.comm_dtype != DataType::kBfloat16) {
     return InvalidArgument("comm_dtype = %d: compression is to float16 (%d) or bfloat16 (%d)",
                            static_cast<int>(*o.comm_dtype), static_cast<int>(DataType::kFloat16),
@@ -76,10 +77,12 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, std
                            static_cast<int64_t>(options.first_bucket_cap_bytes),
                            options.comm_dtype ? static_cast<int64_t>(*options.comm_dtype) : -1,
                            options.find_unused | options.static_graph << 1 | options.rebuild_buckets << 2 |
-                               options.gradient_as_bucket_view << 3};
+                               options.gradient_as_bucket_view << 3,
+                           static_cast<int64_t>(options.segment_bytes)};
   const char* const names[] = {"bucket_cap_bytes", "first_bucket_cap_bytes", "comm_dtype",
                                "the flags (find_unused | static_graph << 1 | rebuild_buckets << 2 | "
-                               "gradient_as_bucket_view << 3)"};
+                               "gradient_as_bucket_view << 3)",
+                               "segment_bytes"};
   RETURN_IF_ERROR(CheckSamePlanInputs(*comm, grads, words, names, local));
   std::unique_ptr<Reducer> r(new Reducer(comm, std::move(grads), options));
   std::lock_guard<std::mutex> lock(r->mu_);

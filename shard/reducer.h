@@ -59,6 +59,9 @@ struct ReducerOptions {
   bool static_graph = false;           // count the marks of the first backward and expect them after
   bool rebuild_buckets = true;         // re-plan once from rank 0's ready order after the first backward
   bool gradient_as_bucket_view = false;
+  // Each bucket's copy-in, all-reduce and copy-out run in pieces of this
+  // size, so each piece is copied and reduced while in cache.
+  size_t segment_bytes = size_t{2} << 20;
 };
 
 // Time the comm stream spent on bucket work (copy-in, all-reduce, copy-out).
@@ -116,8 +119,7 @@ class Reducer {
   absl::Status CheckIndex(int index) const;
   void SlotIn(int g);     // gradient g is in: its bucket's pending--, launch what is ready
   void LaunchReady();     // launches buckets in order while the next one is complete
-  void Launch(int b);
-  void EnqueueCopyOut(int b);
+  void Launch(int b);    // enqueues copy-in, all-reduce and copy-out, segment by segment
   void ZeroSlot(int g);                 // a gradient that took no part contributes zeros
   void RestoreUnusedEverywhere();       // after the used-bitmap: view mode's unused slots get their values back
   BucketMath Math(const Bucket& bk) const;

@@ -1,5 +1,6 @@
 // The reducer's bucket side: buffers, layout and rebuild, and the work each
 // bucket enqueues on the comm stream (copy-in, all-reduce, copy-out).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -12,6 +13,8 @@
 
 namespace weft {
 namespace shard {
+
+using Clock = std::chrono::steady_clock;
 
 Reducer::Buffer::Buffer(size_t n)
     : bytes(n), data(static_cast<unsigned char*>(::operator new(n == 0 ? 1 : n, std::align_val_t(kAlign)))) {
@@ -90,50 +93,52 @@ Reducer::BucketMath Reducer::Math(const Bucket& bk) const {
   return m;
 }
 
+// A bucket runs as segments of at most options_.segment_bytes: copy-in,
+// all-reduce and copy-out of one segment follow each other while it is in
+// cache, so on the host only the gradients' first read and last write reach
+// memory (a whole 25 MiB bucket would stream through memory three times).
 void Reducer::Launch(int b) {
-  BucketState& bs = *buckets_[b];
-  const Bucket& bk = bs.layout;
+  const Bucket& bk = buckets_[b]->layout;
   const BucketMath m = Math(bk);
-  auto in = std::make_shared<CopyList>();
-  for (size_t s = 0; s < bk.grads.size(); ++s) {
-    const int g = bk.grads[s];
-    if (ptr_[g] == nullptr || ptr_[g] == SlotPtr(g)) continue;  // unused, or already a view
-    in->tensors.push_back({ptr_[g], grads_[g].count, grads_[g].dtype});
-    in->offsets.push_back(bk.offsets[s]);
-  }
-  unsigned char* data = bs.buf->data;
-  auto started = std::make_shared<std::chrono::steady_clock::time_point>();
-  stream_.Enqueue([in, data, dt = bk.dtype, m, started] {
-    *started = std::chrono::steady_clock::now();
-    if (in->tensors.empty()) return absl::OkStatus();
-    return kernels::Flatten(in->tensors, data, dt, in->offsets.data(), m.scale_in, nullptr);
+  const size_t es = ElementSize(bk.dtype);
+  const size_t seg = std::max<size_t>(options_.segment_bytes / es, 1);
+  unsigned char* data = buckets_[b]->buf->data;
+  auto started = std::make_shared<Clock::time_point>();
+  stream_.Enqueue([started] {
+    *started = Clock::now();
+    return absl::OkStatus();
   });
-  const absl::Status issued = comm_->AllReduce(data, data, bk.length, bk.dtype, m.op, &stream_);
-  if (!issued.ok() && launch_error_.ok()) launch_error_ = issued;
-  EnqueueCopyOut(b);
+  for (size_t s0 = 0; s0 < bk.length; s0 += seg) {
+    const size_t s1 = std::min(bk.length, s0 + seg);
+    auto part = std::make_shared<CopyList>();  // the pieces of gradients inside [s0, s1)
+    for (size_t s = 0; s < bk.grads.size(); ++s) {
+      const int g = bk.grads[s];
+      const size_t lo = std::max(bk.offsets[s], s0), hi = std::min(bk.offsets[s] + grads_[g].count, s1);
+      if (lo >= hi || ptr_[g] == nullptr || ptr_[g] == SlotPtr(g)) continue;  // elsewhere, unused, or a view
+      void* p = static_cast<unsigned char*>(ptr_[g]) + (lo - bk.offsets[s]) * ElementSize(grads_[g].dtype);
+      part->tensors.push_back({p, hi - lo, grads_[g].dtype});
+      part->offsets.push_back(lo - s0);
+    }
+    unsigned char* at = data + s0 * es;
+    if (!part->tensors.empty()) {
+      stream_.Enqueue([part, at, dt = bk.dtype, m] {
+        return kernels::Flatten(part->tensors, at, dt, part->offsets.data(), m.scale_in, nullptr);
+      });
+    }
+    const absl::Status issued = comm_->AllReduce(at, at, s1 - s0, bk.dtype, m.op, &stream_);
+    if (!issued.ok() && launch_error_.ok()) launch_error_ = issued;
+    if (!part->tensors.empty()) {
+      stream_.Enqueue([part, at, dt = bk.dtype, m] {
+        return kernels::Unflatten(at, dt, part->offsets.data(), part->tensors, m.scale_out, false, nullptr);
+      });
+    }
+  }
   stream_.Enqueue([stats = stats_, started] {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *started).count();
+    const double s = std::chrono::duration<double>(Clock::now() - *started).count();
     std::lock_guard<std::mutex> lock(stats->mu);
     stats->value.comm_seconds += s;
     ++stats->value.buckets_launched;
     return absl::OkStatus();
-  });
-}
-
-void Reducer::EnqueueCopyOut(int b) {
-  const Bucket& bk = buckets_[b]->layout;
-  const BucketMath m = Math(bk);
-  auto out = std::make_shared<CopyList>();
-  for (size_t s = 0; s < bk.grads.size(); ++s) {
-    const int g = bk.grads[s];
-    if (ptr_[g] == nullptr || ptr_[g] == SlotPtr(g)) continue;  // unused here, or a view
-    out->tensors.push_back({ptr_[g], grads_[g].count, grads_[g].dtype});
-    out->offsets.push_back(bk.offsets[s]);
-  }
-  if (out->tensors.empty()) return;
-  const unsigned char* data = buckets_[b]->buf->data;
-  stream_.Enqueue([out, data, dt = bk.dtype, m] {
-    return kernels::Unflatten(data, dt, out->offsets.data(), out->tensors, m.scale_out, false, nullptr);
   });
 }
 

@@ -52,6 +52,7 @@ ReducerOptions SmallBuckets() {
   ReducerOptions o;
   o.first_bucket_cap_bytes = 256;
   o.bucket_cap_bytes = 2048;
+  o.segment_bytes = 200;  // buckets run in several pieces that cut through gradients
   return o;
 }
 

@@ -1,0 +1,271 @@
+// weft-reducer-bench: the DDP reducer against its two baselines, same run.
+//
+//   mpirun -np 2 --oversubscribe build/bench/reducer/weft-reducer-bench --list resnet50
+//   build/bench/reducer/weft-reducer-bench --list bert_base --ranks 2    # in-process ranks
+//
+// A step is one simulated backward over a real model's gradient list
+// (bench/data/<list>.tensors, float32): gradients become ready in reverse
+// registration order, and with --compute the step sleeps until each one's
+// ready time (a GPU computing while the CPU waits), spread over the step in
+// proportion to the gradients' sizes. Modes, interleaved per iteration:
+//   flat        backward, then one all-reduce of a flat buffer holding every gradient
+//   per-tensor  backward, then one all-reduce per gradient
+//   reducer     MarkReady as each gradient is ready, Finalize; separate gradient buffers
+//   view        the same with gradient-as-bucket-view (no copies)
+// compute = C ms means the backward takes C ms; "auto" sets C to the flat
+// all-reduce's median, the case where perfect overlap halves the step.
+// Reported per mode (medians over iterations, rank 0's clock, ranks aligned
+// by a barrier before each step): step time, communication time (the
+// reducer: its stream's busy time), exposed communication (step - compute).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/kernels/tensor_list.h"
+#include "comm/inproc/comm.h"
+#include "comm/registry.h"
+#include "core/status.h"
+#include "shard/reducer.h"
+
+namespace weft {
+namespace bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string list = "resnet50";
+  int ranks = 2;  // in-process ranks when not launched by mpirun
+  int iters = 10;
+  int warmup = 2;
+  std::string compute = "0";  // ms, or "auto"
+  size_t bucket_mb = 25;
+  size_t segment_kb = 2048;
+};
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Sample {
+  std::vector<double> step, comm;
+};
+
+class Bench {
+ public:
+  Bench(Communicator& comm, const std::vector<TensorSpec>& list, const Args& args)
+      : comm_(comm), list_(list), args_(args) {
+    size_t total = 0;
+    for (const auto& t : list_) offsets_.push_back(total), total += t.count;
+    flat_.resize(total);
+    for (size_t i = 0; i < total; ++i) flat_[i] = static_cast<float>(static_cast<int>((i * 7 + comm.rank()) % 9) - 4);
+    for (const auto& t : list_) own_.emplace_back(t.count, 1.0f);
+    std::vector<shard::GradSpec> specs;
+    for (const auto& t : list_) specs.push_back({t.count, DataType::kFloat32, MemKind::kHost, t.name});
+    shard::ReducerOptions o;
+    o.bucket_cap_bytes = args.bucket_mb << 20;
+    o.segment_bytes = args.segment_kb << 10;
+    o.rebuild_buckets = false;  // the ready order is fixed: reverse registration
+    sep_ = Check(shard::Reducer::Create(&comm, specs, o));
+    o.gradient_as_bucket_view = true;
+    view_ = Check(shard::Reducer::Create(&comm, specs, o));
+    total_count_ = total;
+  }
+
+  size_t bytes() const { return total_count_ * sizeof(float); }
+  double compute_ms = 0;
+
+  // The simulated backward: calls ready(i) for i = n-1..0 at its ready time.
+  template <typename F>
+  void Backward(Clock::time_point t0, F&& ready) {
+    size_t done = 0;
+    for (int i = static_cast<int>(list_.size()) - 1; i >= 0; --i) {
+      done += list_[i].count;
+      if (compute_ms > 0) {
+        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(
+                                                compute_ms * static_cast<double>(done) / total_count_)));
+      }
+      ready(i);
+    }
+  }
+
+  void Flat(Sample& s) {
+    Align();
+    const auto t0 = Clock::now();
+    Backward(t0, [](int) {});
+    const auto t1 = Clock::now();
+    Ok(comm_.AllReduce(flat_.data(), flat_.data(), flat_.size(), DataType::kFloat32, RedOp::kAvg, nullptr));
+    const auto t2 = Clock::now();
+    s.step.push_back(Ms(t2 - t0));
+    s.comm.push_back(Ms(t2 - t1));
+  }
+
+  void PerTensor(Sample& s) {
+    Align();
+    const auto t0 = Clock::now();
+    Backward(t0, [](int) {});
+    const auto t1 = Clock::now();
+    for (size_t i = 0; i < list_.size(); ++i) {
+      float* p = flat_.data() + offsets_[i];
+      Ok(comm_.AllReduce(p, p, list_[i].count, DataType::kFloat32, RedOp::kAvg, nullptr));
+    }
+    const auto t2 = Clock::now();
+    s.step.push_back(Ms(t2 - t0));
+    s.comm.push_back(Ms(t2 - t1));
+  }
+
+  void Reduce(bool view, Sample& s) {
+    shard::Reducer& r = view ? *view_ : *sep_;
+    std::vector<void*> ptr(list_.size());
+    for (size_t i = 0; i < list_.size(); ++i) ptr[i] = view ? Check(r.GradSlot(i)) : own_[i].data();
+    r.ResetStats();
+    Align();
+    const auto t0 = Clock::now();
+    Backward(t0, [&](int i) { Ok(r.MarkReady(i, ptr[i], nullptr)); });
+    Ok(r.Finalize(nullptr));
+    s.step.push_back(Ms(Clock::now() - t0));
+    s.comm.push_back(r.stats().comm_seconds * 1e3);
+  }
+
+ private:
+  void Align() { Ok(comm_.Barrier()); }
+  static void Ok(const absl::Status& s) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "weft-reducer-bench: %s\n", std::string(s.message()).c_str());
+      std::exit(1);
+    }
+  }
+  template <typename T>
+  static T Check(absl::StatusOr<T> v) {
+    Ok(v.status());
+    return std::move(v).value();
+  }
+
+  Communicator& comm_;
+  const std::vector<TensorSpec>& list_;
+  const Args& args_;
+  std::vector<size_t> offsets_;
+  std::vector<float> flat_;
+  std::vector<std::vector<float>> own_;
+  std::unique_ptr<shard::Reducer> sep_, view_;
+  size_t total_count_ = 0;
+};
+
+void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& args) {
+  Bench b(comm, list, args);
+  const bool root = comm.rank() == 0;
+  // Baselines without compute first; "auto" compute is the flat all-reduce's median.
+  Sample flat, per, sep, view;
+  for (int it = 0; it < args.warmup + args.iters; ++it) {
+    Sample scratch;  // warm-up samples land here
+    const bool keep = it >= args.warmup;
+    b.Flat(keep ? flat : scratch);
+    b.PerTensor(keep ? per : scratch);
+    b.Reduce(false, keep ? sep : scratch);
+    b.Reduce(true, keep ? view : scratch);
+  }
+  const double flat_ms = Median(flat.step), per_ms = Median(per.step);
+  const double best = std::min(flat_ms, per_ms);
+  if (root) {
+    std::printf("# weft-reducer-bench: %s (%zu tensors, %.1f MiB float32), %d ranks, backend %s, bucket %zu MiB, "
+                "segment %zu KiB, %d iterations (medians, ms)\n", args.list.c_str(), list.size(),
+                b.bytes() / 1048576.0, comm.size(), Name(comm.backend()), args.bucket_mb, args.segment_kb, args.iters);
+    std::printf("%-34s %9s %9s %9s %s\n", "mode (compute 0)", "step", "comm", "exposed", "step / best baseline");
+    std::printf("%-34s %9.2f %9.2f %9.2f %.2f\n", "flat all-reduce after backward", flat_ms, Median(flat.comm),
+                flat_ms, flat_ms / best);
+    std::printf("%-34s %9.2f %9.2f %9.2f %.2f\n", "per-tensor all-reduce loop", per_ms, Median(per.comm), per_ms,
+                per_ms / best);
+    std::printf("%-34s %9.2f %9.2f %9.2f %.2f  (target <= 1.5)\n", "reducer, separate buffers", Median(sep.step),
+                Median(sep.comm), Median(sep.step), Median(sep.step) / best);
+    std::printf("%-34s %9.2f %9.2f %9.2f %.2f  (target <= 1.0)\n", "reducer, gradient as bucket view",
+                Median(view.step), Median(view.comm), Median(view.step), Median(view.step) / best);
+  }
+
+  // With compute: every rank uses rank 0's figure so the backwards match.
+  double compute = args.compute == "auto" ? flat_ms : std::atof(args.compute.c_str());
+  if (compute <= 0) return;
+  double shared = compute;
+  if (comm.Broadcast(&shared, &shared, 1, DataType::kFloat64, 0, nullptr).ok()) compute = shared;
+  b.compute_ms = compute;
+  Sample cflat, csep, cview;
+  for (int it = 0; it < args.warmup + args.iters; ++it) {
+    Sample scratch;
+    const bool keep = it >= args.warmup;
+    b.Flat(keep ? cflat : scratch);
+    b.Reduce(false, keep ? csep : scratch);
+    b.Reduce(true, keep ? cview : scratch);
+  }
+  if (root) {
+    const double comm_ms = Median(flat.comm);  // the communication alone, measured above
+    const double ideal = std::max(compute, comm_ms);
+    const std::string title = "mode (compute " + std::to_string(static_cast<int>(compute)) + " ms)";
+    std::printf("%-34s %9s %9s %9s %s\n", title.c_str(), "step", "comm", "exposed", "step / max(compute, comm)");
+    for (auto [name, s, target] : {std::tuple{"flat all-reduce after backward", &cflat, ""},
+                                   std::tuple{"reducer, separate buffers", &csep, "  (target <= 1.3)"},
+                                   std::tuple{"reducer, gradient as bucket view", &cview, "  (target <= 1.3)"}}) {
+      const double st = Median(s->step);
+      std::printf("%-34s %9.2f %9.2f %9.2f %.2f%s\n", name, st, Median(s->comm), st - compute, st / ideal, target);
+    }
+  }
+}
+
+Args Parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--list") a.list = v;
+    else if (k == "--ranks") a.ranks = std::atoi(v.c_str());
+    else if (k == "--iters") a.iters = std::atoi(v.c_str());
+    else if (k == "--warmup") a.warmup = std::atoi(v.c_str());
+    else if (k == "--compute") a.compute = v;
+    else if (k == "--bucket-mb") a.bucket_mb = std::strtoul(v.c_str(), nullptr, 10);
+    else if (k == "--segment-kb") a.segment_kb = std::strtoul(v.c_str(), nullptr, 10);
+    else {
+      std::fprintf(stderr, "usage: %s [--list resnet50|bert_base|gpt2_small|PATH] [--ranks N] [--iters N] "
+                   "[--warmup N] [--compute MS|auto] [--bucket-mb N] [--segment-kb N]\n", argv[0]);
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace weft
+
+int main(int argc, char** argv) {
+  using namespace weft;
+  const bench::Args args = bench::Parse(argc, argv);
+  const std::string path = args.list.find('/') != std::string::npos
+                               ? args.list
+                               : std::string(WEFT_BENCH_DATA_DIR) + "/" + args.list + ".tensors";
+  auto list = bench::ReadTensorList(path);
+  if (!list.ok()) {
+    std::fprintf(stderr, "weft-reducer-bench: %s\n", std::string(list.status().message()).c_str());
+    return 1;
+  }
+  CommOptions o;
+  o.timeout_ms = 120000;
+  const BackendFactory* mpi = FindBackend(Backend::kMpi);
+  if (mpi != nullptr && mpi->launched != nullptr && mpi->launched()) {
+    auto world = InitWorld(Backend::kMpi, o);
+    if (!world.ok()) return std::fprintf(stderr, "%s\n", std::string(world.status().message()).c_str()), 1;
+    bench::Run(**world, *list, args);
+    return 0;
+  }
+  auto comms = inproc::InitInProcess(args.ranks, o);
+  if (!comms.ok()) return std::fprintf(stderr, "%s\n", std::string(comms.status().message()).c_str()), 1;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < args.ranks; ++r) threads.emplace_back([&, r] { bench::Run(*(*comms)[r], *list, args); });
+  for (auto& t : threads) t.join();
+  return 0;
+}
