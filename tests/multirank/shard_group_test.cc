@@ -14,13 +14,14 @@
 #include <gtest/gtest.h>
 
 #include "core/stream.h"
-#include "tests/multirank/ranks.h"
+#include "tests/multirank/harness.h"
 
 namespace weft {
 namespace shard {
 namespace {
 
 using kernels::TensorRef;
+using testing::RunRanks;
 
 const std::vector<ParamSpec> kParams = {{"w1", {7, 3}}, {"b1", {7}}, {"w2", {2, 7}}, {"scale", {}}};
 
@@ -48,7 +49,9 @@ std::vector<const float*> Ptrs(const std::vector<std::vector<float>>& v) {
 
 void CheckGroup(int world, const ShardGroupOptions& opts, bool use_stream) {
   const auto full = FullValues(11);
-  RunRanks(world, [&](int rank, Communicator* comm) {
+  RunRanks(world, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
     BufferPool pool;
     auto g = ShardGroup::Create(comm, nullptr, kParams, opts, &pool);
     ASSERT_TRUE(g.ok()) << g.status();
@@ -128,7 +131,9 @@ TEST(ShardGroup, ZeroOneAllReduces) {
 TEST(ShardGroup, FullStateRoundTrips) {
   const auto full = FullValues(5);
   for (LayoutKind kind : {LayoutKind::kFlat, LayoutKind::kPerParam}) {
-    RunRanks(3, [&](int rank, Communicator* comm) {
+    RunRanks(3, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
       BufferPool pool;
       ShardGroupOptions o;
       o.layout = kind;
@@ -154,7 +159,9 @@ TEST(ShardGroup, FullStateRoundTrips) {
 }
 
 TEST(ShardGroup, RootRefusalFailsEveryRank) {
-  RunRanks(2, [&](int rank, Communicator* comm) {
+  RunRanks(2, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
     BufferPool pool;
     auto g = ShardGroup::Create(comm, nullptr, kParams, {}, &pool);
     ASSERT_TRUE(g.ok());
@@ -165,7 +172,9 @@ TEST(ShardGroup, RootRefusalFailsEveryRank) {
 }
 
 TEST(ShardGroup, MismatchedParameterListsAreRefused) {
-  RunRanks(2, [&](int rank, Communicator* comm) {
+  RunRanks(2, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
     BufferPool pool;
     std::vector<ParamSpec> p = kParams;
     if (rank == 1) p[2].shape = {2, 8};
@@ -177,7 +186,9 @@ TEST(ShardGroup, MismatchedParameterListsAreRefused) {
 
 TEST(ShardGroup, HybridShardingMatchesPlainSharding) {
   // 4 ranks: shard over pairs {0,1} and {2,3}, replicate across them.
-  RunRanks(4, [&](int rank, Communicator* comm) {
+  RunRanks(4, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
     auto shard_comm = comm->Split(rank / 2, rank);
     auto rep_comm = comm->Split(rank % 2, rank);
     ASSERT_TRUE(shard_comm.ok() && rep_comm.ok());
