@@ -2,6 +2,7 @@
 // through F16C's vcvtph2ps / vcvtps2ph (round to nearest even, subnormals
 // kept); bfloat16 is rounded with integer arithmetic, because no AVX2
 // instruction does it (and AVX-512 BF16's vcvtneps2bf16 flushes subnormals).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -40,12 +41,11 @@ struct V {
     }
   }
 
+  // float16 or bfloat16 bits of x's lanes, rounded to nearest even.
   template <DataType T>
-  static void Store(char* p, F x) {
-    if constexpr (T == DataType::kFloat32) {
-      _mm256_storeu_ps(reinterpret_cast<float*>(p), x);
-    } else if constexpr (T == DataType::kFloat16) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  static __m128i Narrow(F x) {
+    if constexpr (T == DataType::kFloat16) {
+      return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
     } else {
       // core/dtype.h FloatToBf16: u + 0x7fff + lsb, NaN quieted with its sign.
       const __m256i u = _mm256_castps_si256(x);
@@ -55,8 +55,24 @@ struct V {
       const __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
       const __m256i r = _mm256_blendv_epi8(rounded, quiet, is_nan);
       // Every lane holds at most 0xffff: the unsigned-saturating pack keeps it.
-      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+      return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8));
+    }
+  }
+
+  template <DataType T>
+  static void Store(char* p, F x) {
+    if constexpr (T == DataType::kFloat32) {
+      _mm256_storeu_ps(reinterpret_cast<float*>(p), x);
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), Narrow<T>(x));
+    }
+  }
+  template <DataType T>
+  static void StoreStream(char* p, F x) {
+    if constexpr (T == DataType::kFloat32) {
+      _mm256_stream_ps(reinterpret_cast<float*>(p), x);
+    } else {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), Narrow<T>(x));
     }
   }
 

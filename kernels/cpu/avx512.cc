@@ -1,5 +1,6 @@
 // The AVX-512 host kernels: 16 floats per vector, the same operations as
 // avx2.cc (see there for why bfloat16 is rounded with integer arithmetic).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,19 +44,33 @@ struct V {
   }
 
   template <DataType T>
-  static void Store(char* p, F x) {
-    if constexpr (T == DataType::kFloat32) {
-      _mm512_storeu_ps(p, x);
-    } else if constexpr (T == DataType::kFloat16) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  static __m256i Narrow(F x) {
+    if constexpr (T == DataType::kFloat16) {
+      return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
     } else {
       const __m512i u = _mm512_castps_si512(x);
       const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
       const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
       const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
       const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-      const __m512i r = _mm512_mask_blend_epi32(is_nan, rounded, quiet);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+      return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, quiet));
+    }
+  }
+
+  template <DataType T>
+  static void Store(char* p, F x) {
+    if constexpr (T == DataType::kFloat32) {
+      _mm512_storeu_ps(p, x);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), Narrow<T>(x));
+    }
+  }
+  template <DataType T>
+  static void StoreStream(char* p, F x) {
+    if constexpr (T == DataType::kFloat32) {
+      _mm512_stream_ps(reinterpret_cast<float*>(p), x);
+    } else {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(p), Narrow<T>(x));
     }
   }
 

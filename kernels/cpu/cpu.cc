@@ -22,6 +22,18 @@ namespace {
 
 constexpr size_t kTaskBytes = size_t{256} << 10;
 constexpr size_t kInlineBytes = size_t{1} << 20;
+// Destinations larger than this are written with non-temporal stores: they
+// would not stay in cache anyway, and streaming saves reading each line
+// before it is overwritten.
+constexpr size_t kStreamBytes = size_t{32} << 20;
+
+// Pieces of a large segment: at least kTaskBytes, and no more than one per
+// thread, so that each memcpy/convert call stays long (memcpy picks its
+// fastest strategy by length) while every thread gets a share.
+size_t SliceOf(size_t count, size_t bytes_per_element) {
+  const size_t threads = static_cast<size_t>(ThreadPool::Default().threads());
+  return std::max(kTaskBytes / bytes_per_element, (count + threads - 1) / threads);
+}
 
 struct Piece {
   size_t item;   // segment or tensor index
@@ -82,14 +94,18 @@ void Copy(absl::Span<const Segment> segments, float scale, bool accumulate) {
   std::vector<size_t> task_begin;
   MakeTasks(
       segments.size(), [&](size_t i) { return segments[i].count; }, bytes,
-      [&](size_t i) { return kTaskBytes / bytes(i); }, pieces, task_begin);
-  size_t total = 0;
-  for (size_t i = 0; i < segments.size(); ++i) total += segments[i].count * bytes(i);
+      [&](size_t i) { return SliceOf(segments[i].count, bytes(i)); }, pieces, task_begin);
+  size_t total = 0, written = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    total += segments[i].count * bytes(i);
+    written += segments[i].count * ElementSize(segments[i].dst_t);
+  }
+  const bool stream = written >= kStreamBytes;
   RunTasks(pieces, task_begin, total, [&](const Piece& p) {
     const Segment& s = segments[p.item];
     const void* src = s.src == nullptr ? nullptr : Offset(s.src, p.begin, s.src_t);
     void* dst = const_cast<char*>(Offset(s.dst, p.begin, s.dst_t));
-    isa.convert(src, s.src_t, dst, s.dst_t, p.count, scale, accumulate);
+    isa.convert(src, s.src_t, dst, s.dst_t, p.count, scale, accumulate, stream);
   });
 }
 
@@ -100,7 +116,7 @@ void UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_scale, in
   std::vector<size_t> task_begin;
   MakeTasks(
       tensors.size(), [&](size_t i) { return tensors[i].count; }, bytes,
-      [&](size_t i) { return kTaskBytes / bytes(i); }, pieces, task_begin);
+      [&](size_t i) { return SliceOf(tensors[i].count, bytes(i)); }, pieces, task_begin);
   size_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) total += tensors[i].count * bytes(i);
   std::atomic<bool> found{false};

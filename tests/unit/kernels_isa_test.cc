@@ -1,7 +1,8 @@
 // Each host instruction-set version (portable, AVX2, AVX-512: whichever this
 // CPU has) against the reference, bit for bit, one run at a time: every
-// dtype pair, with and without accumulation, every length from 0 to 100 and
-// then some, at every misalignment of source and destination within a vector.
+// dtype pair, with and without accumulation and streaming stores, every
+// length from 0 to 100 and then some, at many misalignments of source and
+// destination within a vector.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,7 +50,8 @@ TEST(KernelsIsa, ConvertMatchesReference) {
   for (const cpu::Isa* isa : Isas()) {
     for (DataType st : kFloatTypes) {
       for (DataType dt : kFloatTypes) {
-        for (bool acc : {false, true}) {
+        for (int mode = 0; mode < 3; ++mode) {
+          const bool acc = mode == 1, stream = mode == 2;
           for (size_t n : Lengths()) {
             const size_t ms = n % 5, md = (n / 5) % 7;
             Buffer src(st, n, ms), got(dt, n, md);
@@ -57,12 +59,12 @@ TEST(KernelsIsa, ConvertMatchesReference) {
             FillRandom(got, rng);
             Buffer want = got;
             const float scale = (n % 3 == 0) ? 1.0f : 0.3f;
-            isa->convert(src.data(), st, got.data(), dt, n, scale, acc);
+            isa->convert(src.data(), st, got.data(), dt, n, scale, acc, stream);
             for (size_t k = 0; k < n; ++k) {
               reference::ConvertElement(src.data(), k, st, want.data(), k, dt, scale, acc);
             }
             const long i = FirstDifference(got, want);
-            ASSERT_EQ(i, -1) << isa->name << " " << Name(st) << "->" << Name(dt) << (acc ? " += " : " = ")
+            ASSERT_EQ(i, -1) << isa->name << " " << Name(st) << "->" << Name(dt) << (acc ? " += " : stream ? " = (streaming) " : " = ")
                              << "n=" << n << " scale " << scale << ": element " << i << " is " << Hex(got, i)
                              << ", reference " << Hex(want, i);
           }
@@ -77,7 +79,7 @@ TEST(KernelsIsa, ZeroFillWritesPositiveZeros) {
     for (DataType dt : kFloatTypes) {
       Buffer got(dt, 37, 1);
       got.Poison();
-      isa->convert(nullptr, DataType::kFloat32, got.data(), dt, 37, 0.5f, false);
+      isa->convert(nullptr, DataType::kFloat32, got.data(), dt, 37, 0.5f, false, false);
       Buffer zero(dt, 37, 0);
       std::memset(zero.data(), 0, zero.bytes());
       EXPECT_EQ(FirstDifference(got, zero), -1) << isa->name << " " << Name(dt);
