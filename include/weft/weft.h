@@ -295,6 +295,102 @@ weftResult_t weftChunkCat(const weftTensor_t* srcs, int n, int world, const size
 weftResult_t weftChunkSplit(const void* src, weftDataType_t src_dtype, int world, const size_t* chunk_counts,
                             const weftTensor_t* dsts, int n, float scale, int accumulate, void* stream);
 
+/* ---------------------------------------------------------------- DDP reducer */
+
+/* The reducer all-reduces gradients in buckets while backward is still
+ * computing (PyTorch DDP's Reducer, Horovod's tensor fusion). Register the
+ * gradients once; in each backward call weftReducerMarkReady as each
+ * gradient is produced, then weftReducerFinalize; every gradient then holds
+ * its average over the ranks.
+ *
+ *   weftReducerConfig_t cfg = WEFT_REDUCER_CONFIG_INITIALIZER;
+ *   weftReducer_t red;
+ *   weftReducerCreate(comm, grads, n, &cfg, &red);       // collective
+ *   for (;;) {
+ *     ... backward: weftReducerMarkReady(red, i, grad_i, NULL) per gradient ...
+ *     weftReducerFinalize(red, NULL);                     // averages in place
+ *   }
+ *   weftReducerDestroy(red);
+ *
+ * Buckets are launched strictly in bucket order on every rank, whatever order
+ * the gradients arrive in, so ranks never deadlock. The reducer issues
+ * collectives on `comm` from its own stream between the first MarkReady of a
+ * backward and the return of Finalize: issue nothing else on `comm` then.
+ * This build's reducer works on host-memory communicators. */
+typedef struct weftReducer* weftReducer_t;
+
+/* Pass as comm_dtype to communicate in the gradients' own type. */
+#define WEFT_REDUCER_COMM_DTYPE_NATIVE (-1)
+
+typedef struct {
+  size_t size;                    /* set by the initializer */
+  size_t bucket_cap_bytes;        /* 25 MiB */
+  size_t first_bucket_cap_bytes;  /* 1 MiB: the first bucket is small so communication starts early */
+  int comm_dtype;                 /* WEFT_REDUCER_COMM_DTYPE_NATIVE, weftBfloat16 or weftFloat16 (compression:
+                                     cast in the copy-in, back in the copy-out; float16 divides by sqrt(N)
+                                     before and after the sum so it cannot overflow) */
+  int find_unused;                /* 0; 1: gradients not marked by Finalize are unused (zeros), and a used-bitmap
+                                     is all-reduced: weftReducerGetGradUsed */
+  int static_graph;               /* 0; 1: the first backward's mark counts are expected in every backward
+                                     (activation checkpointing marks a gradient once per recomputation) */
+  int rebuild_buckets;            /* 1: after the first backward, re-plan once from rank 0's ready order */
+  int gradient_as_bucket_view;    /* 0; 1: the framework makes each gradient a view of its bucket slot
+                                     (weftReducerGetGradSlot), so nothing is copied in or out */
+  const char* const* names;       /* NULL, or names[i] of grads[i], used in error messages; copied */
+} weftReducerConfig_t;
+
+#define WEFT_REDUCER_CONFIG_INITIALIZER \
+  { sizeof(weftReducerConfig_t), (size_t)25 << 20, (size_t)1 << 20, WEFT_REDUCER_COMM_DTYPE_NATIVE, 0, 0, 1, 0, NULL }
+
+/* Registers grads[0..n-1] (count and dtype; data is not read). Collective
+ * over `comm`; blocking. Every rank's gradient list and configuration are
+ * compared first: a difference is weftInvalidUsage on every rank, naming the
+ * first differing gradient and the ranks that disagree (never a hang).
+ * `config` may be NULL. `comm` must outlive the reducer. */
+weftResult_t weftReducerCreate(weftComm_t comm, const weftTensor_t* grads, int n,
+                               const weftReducerConfig_t* config, weftReducer_t* reducer);
+
+/* Gradient `index` is final for this backward and lives at `grad` (count
+ * elements of its registered dtype), which must stay valid and unchanged
+ * until Finalize returns. Any thread, any order; does not block on the
+ * communication: a completed bucket is copied in and all-reduced on the
+ * reducer's stream. Host memory: `stream` must be NULL. Marking a gradient
+ * twice in one backward is weftInvalidUsage naming it (unless static_graph
+ * expects it); a refused call changes nothing. */
+weftResult_t weftReducerMarkReady(weftReducer_t reducer, int index, void* grad, void* stream);
+
+/* Gradient `index` takes no part in this backward: its slot is zero-filled
+ * and counts as ready. Any thread. */
+weftResult_t weftReducerMarkUnused(weftReducer_t reducer, int index);
+
+/* Waits for every bucket: every grad passed to MarkReady now holds the
+ * average over ranks. Collective (the buckets' all-reduces); blocking.
+ * Outside find_unused mode, gradients never marked make it return
+ * weftInvalidUsage listing them (by name when known) and change nothing: mark
+ * them and call it again. Host memory: `stream` must be NULL. */
+weftResult_t weftReducerFinalize(weftReducer_t reducer, void* stream);
+
+/* 0: accumulate locally (no_sync): MarkReady and Finalize communicate
+ * nothing, and the next synced backward reduces the accumulated gradients.
+ * Refused (weftInvalidUsage) in the middle of a backward. */
+weftResult_t weftReducerSetSync(weftReducer_t reducer, int sync);
+
+/* Waits for launched work, then frees the reducer. Not collective. */
+weftResult_t weftReducerDestroy(weftReducer_t reducer);
+
+/* Gradient-as-bucket-view. *slot: where gradient `index` lives in its bucket
+ * (count elements of the bucket's type, the comm dtype), valid until the
+ * layout version changes; *bucket: its bucket number. Make the framework's
+ * gradient a view of it and pass that pointer to MarkReady. */
+weftResult_t weftReducerGetGradSlot(weftReducer_t reducer, int index, void** slot, int* bucket);
+weftResult_t weftReducerGetBucketCount(weftReducer_t reducer, int* count);
+/* Incremented when the buckets are rebuilt (after the first backward): re-fetch the slots then. */
+weftResult_t weftReducerGetLayoutVersion(weftReducer_t reducer, int* version);
+/* find_unused: after Finalize, *used = 1 when some rank used gradient `index`
+ * in that backward. A gradient unused here but used elsewhere holds its
+ * average only in its slot; one unused everywhere is left untouched. */
+weftResult_t weftReducerGetGradUsed(weftReducer_t reducer, int index, int* used);
+
 /* ---------------------------------------------------------------- sharding (FSDP, ZeRO) */
 
 /* A shard group is a set of parameters gathered and released together (a
