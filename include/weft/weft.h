@@ -391,6 +391,105 @@ weftResult_t weftReducerGetLayoutVersion(weftReducer_t reducer, int* version);
  * average only in its slot; one unused everywhere is left untouched. */
 weftResult_t weftReducerGetGradUsed(weftReducer_t reducer, int index, int* used);
 
+/* ---------------------------------------------------------------- sharding (FSDP, ZeRO) */
+
+/* A shard group is a set of parameters gathered and released together (a
+ * transformer block, an FSDP unit). Each rank keeps its fp32 master shard and
+ * fp32 gradient shard of the group; weft gathers full parameters in the
+ * compute dtype just before use and reduce-scatters full gradients into the
+ * gradient shard after. ZeRO-1/2/3 and HSDP are configurations of it:
+ *   ZeRO-3 / FSDP  unshard before each use, reshard after, reduce-scatter;
+ *   ZeRO-2         keep parameters unsharded, reduce-scatter gradients;
+ *   ZeRO-1         reduction = weftGradAllReduce (every rank gets the full
+ *                  average and keeps its shard of it);
+ *   HSDP           pass `replicas` (weftCommSplit): reduce-scatter within
+ *                  `comm`, then all-reduce the shard across replicas.
+ * Host memory for now. Unsharded buffers come from a pool kept per
+ * communicator, so the next group's unshard reuses the last one's memory.
+ * The communicators must outlive their groups. */
+typedef struct weftShardGroup* weftShardGroup_t;
+
+typedef enum {
+  weftShardFlat = 0,     /* FSDP1 / ZeRO-3: concatenated, padded, one contiguous slice per rank */
+  weftShardPerParam = 1, /* FSDP2: every parameter chunked along dim 0, each shard a valid tensor */
+  weftNumShardLayouts = 2
+} weftShardLayout_t;
+
+typedef enum { weftGradReduceScatter = 0, weftGradAllReduce = 1, weftNumGradReductions = 2 } weftGradReduction_t;
+
+#define WEFT_MAX_DIMS 8
+
+typedef struct {
+  const char* name;               /* for error messages; may be NULL */
+  int ndim;                       /* 0 (a scalar) .. WEFT_MAX_DIMS */
+  int64_t shape[WEFT_MAX_DIMS];
+} weftParamDesc_t;
+
+typedef struct {
+  size_t size;
+  weftShardLayout_t layout;       /* weftShardFlat */
+  weftDataType_t param_dtype;     /* weftFloat32: unsharded (compute) parameters; or bfloat16, float16 */
+  weftDataType_t reduce_dtype;    /* weftFloat32: the gradient collective; or bfloat16, float16 */
+  weftGradReduction_t reduction;  /* weftGradReduceScatter */
+} weftShardGroupConfig_t;
+
+#define WEFT_SHARD_GROUP_CONFIG_INITIALIZER \
+  { sizeof(weftShardGroupConfig_t), weftShardFlat, weftFloat32, weftFloat32, weftGradReduceScatter }
+
+/* This rank's part of one parameter: elements [param_offset, param_offset +
+ * length) of the flattened parameter, at shard_offset in the shard buffers. */
+typedef struct {
+  size_t param_offset;
+  size_t length;
+  size_t shard_offset;
+} weftShardDesc_t;
+
+typedef struct {
+  size_t shard_bytes;        /* this group's fp32 master shard */
+  size_t grad_shard_bytes;   /* this group's fp32 gradient shard */
+  size_t unsharded_bytes;    /* this group's live unsharded buffers (0 after reshard) */
+  size_t pool_live_bytes;    /* the communicator's pool: handed out */
+  size_t pool_cached_bytes;  /* the communicator's pool: kept for reuse */
+  size_t pool_peak_bytes;    /* the communicator's pool: most ever handed out at once */
+} weftShardMemory_t;
+
+/* Collective over comm (blocking): every rank passes the same parameter list,
+ * else weftInvalidUsage on every rank. replicas may be NULL. */
+weftResult_t weftShardGroupCreate(weftComm_t comm, weftComm_t replicas, const weftParamDesc_t* params, int n,
+                                  const weftShardGroupConfig_t* config, weftShardGroup_t* group);
+/* Local. Synchronise the streams the group's work ran on first. */
+weftResult_t weftShardGroupDestroy(weftShardGroup_t group);
+/* Local, non-blocking. */
+weftResult_t weftShardGroupGetShard(weftShardGroup_t group, int param, weftShardDesc_t* desc);
+/* The fp32 master and gradient shards (count elements each, padding included):
+ * an optimizer updates them in place. Local. */
+weftResult_t weftShardGroupGetBuffers(weftShardGroup_t group, float** params, float** grads, size_t* count);
+/* Copies this rank's part of each full fp32 parameter into the master shard. Local. */
+weftResult_t weftShardGroupLoadFull(weftShardGroup_t group, const float* const* full, int n);
+/* All-gathers the master shards, cast once to param_dtype. Collective over
+ * comm; NULL stream: blocks; a weftStream_t: enqueued (synchronise before
+ * reading the full parameters). */
+weftResult_t weftShardGroupUnshard(weftShardGroup_t group, void* stream);
+/* Parameter `param`'s full values (param_dtype), valid from Unshard's
+ * completion until Reshard. Local. */
+weftResult_t weftShardGroupGetFullParam(weftShardGroup_t group, int param, void** data);
+/* Returns the unsharded buffers to the pool. Local; synchronise first. */
+weftResult_t weftShardGroupReshard(weftShardGroup_t group);
+/* grads[i] is parameter i's full gradient (numel elements, any float dtype):
+ * cast to reduce_dtype, reduce-scattered (or all-reduced) with averaging,
+ * all-reduced across replicas, added to the fp32 gradient shard. Collective;
+ * stream as for Unshard. */
+weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const weftTensor_t* grads, int n, void* stream);
+/* Sets the gradient shard to zero. Local. */
+weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group);
+/* Full fp32 parameters from the shards: out[i] (numel floats) written on
+ * root, or on every rank when root < 0. Collective, blocking; materialises one group. */
+weftResult_t weftShardGroupGatherFull(weftShardGroup_t group, int root, float* const* out, int n);
+/* Inverse: root's full[i] become every rank's shards (full is only read on
+ * root). Collective, blocking. */
+weftResult_t weftShardGroupScatterFull(weftShardGroup_t group, int root, const float* const* full, int n);
+weftResult_t weftShardGroupGetMemory(weftShardGroup_t group, weftShardMemory_t* memory);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
