@@ -26,8 +26,8 @@ void RunRanks(int nranks, const RankBody& body, std::chrono::seconds limit = std
 
 // The same for bodies that use gtest's EXPECT_/ASSERT_ macros directly
 // (they are thread-safe): failures are reported as they happen.
-inline void RunRanks(int nranks, const std::function<void(Communicator& comm)>& body,
-                     std::chrono::seconds limit = std::chrono::seconds(120), CommOptions options = {}) {
+inline void RunRanksExpecting(int nranks, const std::function<void(Communicator& comm)>& body,
+                              std::chrono::seconds limit = std::chrono::seconds(120), CommOptions options = {}) {
   RunRanks(nranks, RankBody([&body](Communicator& comm) {
              body(comm);
              return std::string();

@@ -21,7 +21,7 @@ namespace shard {
 namespace {
 
 using kernels::TensorRef;
-using testing::RunRanks;
+using testing::RunRanksExpecting;
 
 const std::vector<ParamSpec> kParams = {{"w1", {7, 3}}, {"b1", {7}}, {"w2", {2, 7}}, {"scale", {}}};
 
@@ -49,7 +49,7 @@ std::vector<const float*> Ptrs(const std::vector<std::vector<float>>& v) {
 
 void CheckGroup(int world, const ShardGroupOptions& opts, bool use_stream) {
   const auto full = FullValues(11);
-  RunRanks(world, [&](Communicator& c) {
+  RunRanksExpecting(world, [&](Communicator& c) {
     [[maybe_unused]] const int rank = c.rank();
     Communicator* comm = &c;
     BufferPool pool;
@@ -131,7 +131,7 @@ TEST(ShardGroup, ZeroOneAllReduces) {
 TEST(ShardGroup, FullStateRoundTrips) {
   const auto full = FullValues(5);
   for (LayoutKind kind : {LayoutKind::kFlat, LayoutKind::kPerParam}) {
-    RunRanks(3, [&](Communicator& c) {
+    RunRanksExpecting(3, [&](Communicator& c) {
     [[maybe_unused]] const int rank = c.rank();
     Communicator* comm = &c;
       BufferPool pool;
@@ -159,7 +159,7 @@ TEST(ShardGroup, FullStateRoundTrips) {
 }
 
 TEST(ShardGroup, RootRefusalFailsEveryRank) {
-  RunRanks(2, [&](Communicator& c) {
+  RunRanksExpecting(2, [&](Communicator& c) {
     [[maybe_unused]] const int rank = c.rank();
     Communicator* comm = &c;
     BufferPool pool;
@@ -172,7 +172,7 @@ TEST(ShardGroup, RootRefusalFailsEveryRank) {
 }
 
 TEST(ShardGroup, MismatchedParameterListsAreRefused) {
-  RunRanks(2, [&](Communicator& c) {
+  RunRanksExpecting(2, [&](Communicator& c) {
     [[maybe_unused]] const int rank = c.rank();
     Communicator* comm = &c;
     BufferPool pool;
@@ -186,7 +186,7 @@ TEST(ShardGroup, MismatchedParameterListsAreRefused) {
 
 TEST(ShardGroup, HybridShardingMatchesPlainSharding) {
   // 4 ranks: shard over pairs {0,1} and {2,3}, replicate across them.
-  RunRanks(4, [&](Communicator& c) {
+  RunRanksExpecting(4, [&](Communicator& c) {
     [[maybe_unused]] const int rank = c.rank();
     Communicator* comm = &c;
     auto shard_comm = comm->Split(rank / 2, rank);
