@@ -143,30 +143,65 @@ absl::Status ShardGroup::Unpack(const void* src, DataType src_t, absl::Span<cons
   return kernels::Unflatten(src, src_t, layout_.offset.data(), dsts, 1.0f, false, stream);
 }
 
+size_t ShardGroup::full_numel() const {
+  return layout_.kind == LayoutKind::kFlat ? layout_.unsharded_numel() : layout_.total_numel;
+}
+
+size_t ShardGroup::full_offset(int i) const {
+  return layout_.kind == LayoutKind::kFlat ? layout_.offset[i] : full_offsets_[i];
+}
+
+// Flat: the all-gather output is the full buffer. Per-parameter: gather into
+// `gathered`, then split the world's slabs into `full`.
+absl::Status ShardGroup::GatherInto(void* gathered, void* full, void* stream) {
+  const DataType t = options_.param_dtype;
+  const size_t es = ElementSize(t);
+  void* slot = Slot(gathered, t);
+  const TensorRef master{master_.data(), master_.size(), DataType::kFloat32};
+  RETURN_IF_ERROR(kernels::Flatten({&master, 1}, slot, t, nullptr, 1.0f, stream));
+  RETURN_IF_ERROR(comm_->AllGather(slot, gathered, layout_.shard_numel, t, stream));
+  if (layout_.kind == LayoutKind::kFlat) return absl::OkStatus();
+  std::vector<TensorRef> dsts;
+  for (size_t i = 0; i < layout_.numel.size(); ++i) {
+    dsts.push_back({static_cast<char*>(full) + full_offsets_[i] * es, layout_.numel[i], t});
+  }
+  return Unpack(gathered, t, dsts, stream);
+}
+
 absl::Status ShardGroup::Unshard(void* stream) {
   RETURN_IF_ERROR(CheckStream(stream));
   if (unsharded()) return InvalidUsage("Unshard: the group is already unsharded (call Reshard first)");
-  const DataType t = options_.param_dtype;
-  const size_t es = ElementSize(t);
+  const size_t es = ElementSize(options_.param_dtype);
   ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * es));
-  void* slot = Slot(gathered, t);
-  const TensorRef master{master_.data(), master_.size(), DataType::kFloat32};
-  absl::Status s = kernels::Flatten({&master, 1}, slot, t, nullptr, 1.0f, stream);
-  if (s.ok()) s = comm_->AllGather(slot, gathered, layout_.shard_numel, t, stream);
+  void* full = gathered;
+  if (layout_.kind == LayoutKind::kPerParam) {
+    absl::StatusOr<void*> f = pool_->Get(layout_.total_numel * es);
+    if (!f.ok()) {
+      pool_->Put(gathered);
+      return f.status();
+    }
+    full = *f;
+  }
+  const absl::Status s = GatherInto(gathered, full, stream);
   if (!s.ok()) {
-    pool_->Put(gathered);  // nothing was enqueued after a refusal
+    // Part of the work may be enqueued already: the buffers go back once it has run.
+    PutAfter(gathered, stream);
+    if (full != gathered) PutAfter(full, stream);
     return s;
   }
   gathered_ = gathered;
-  if (layout_.kind == LayoutKind::kPerParam) {
-    ASSIGN_OR_RETURN(full_, pool_->Get(layout_.total_numel * es));
-    std::vector<TensorRef> dsts;
-    for (size_t i = 0; i < layout_.numel.size(); ++i) {
-      dsts.push_back({static_cast<char*>(full_) + full_offsets_[i] * es, layout_.numel[i], t});
-    }
-    RETURN_IF_ERROR(Unpack(gathered, t, dsts, stream));
-  }
+  if (full != gathered) full_ = full;
   return absl::OkStatus();
+}
+
+absl::Status ShardGroup::UnshardInto(void* full, void* stream) {
+  RETURN_IF_ERROR(CheckStream(stream));
+  if (full == nullptr) return InvalidArgument("full is NULL");
+  if (layout_.kind == LayoutKind::kFlat) return GatherInto(full, full, stream);
+  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * ElementSize(options_.param_dtype)));
+  const absl::Status s = GatherInto(gathered, full, stream);
+  PutAfter(gathered, stream);
+  return s;
 }
 
 absl::StatusOr<void*> ShardGroup::FullParam(int i) const {

@@ -82,6 +82,14 @@ class ShardGroup {
   absl::Status LoadFromFull(absl::Span<const float* const> full);
 
   absl::Status Unshard(void* stream);
+  // Unshard into the caller's buffer of full_numel() elements of param_dtype
+  // (a framework that must keep parameter addresses stable across reshards,
+  // as PyTorch's saved tensors do, owns the memory). Parameter i starts at
+  // element full_offset(i). The group stays sharded as far as Reshard and
+  // FullParam are concerned.
+  absl::Status UnshardInto(void* full, void* stream);
+  size_t full_numel() const;
+  size_t full_offset(int i) const;
   bool unsharded() const { return gathered_ != nullptr; }
   // Parameter i's full values in param_dtype; valid from the completion of
   // Unshard (synchronise its stream) until Reshard.
@@ -107,6 +115,9 @@ class ShardGroup {
   void PutAfter(void* p, void* stream);
   // Lays `srcs` (numel-sized tensors) out as the unsharded buffer `dst` (dst_t).
   absl::Status Pack(absl::Span<const kernels::TensorRef> srcs, void* dst, DataType dst_t, void* stream);
+  // Cast-copy the master into this rank's slot of `gathered`, all-gather;
+  // per-parameter layout: split into `full`.
+  absl::Status GatherInto(void* gathered, void* full, void* stream);
   // Inverse of Pack into full tensors.
   absl::Status Unpack(const void* src, DataType src_t, absl::Span<const kernels::TensorRef> dsts, void* stream);
   void* Slot(void* unsharded, DataType t) const;

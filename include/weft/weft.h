@@ -470,6 +470,15 @@ weftResult_t weftShardGroupLoadFull(weftShardGroup_t group, const float* const* 
  * comm; NULL stream: blocks; a weftStream_t: enqueued (synchronise before
  * reading the full parameters). */
 weftResult_t weftShardGroupUnshard(weftShardGroup_t group, void* stream);
+/* Unshards into the caller's buffer `full` of *numel elements of
+ * param_dtype (weftShardGroupGetFullLayout), for frameworks that own the
+ * memory of full parameters (PyTorch keeps autograd's saved tensors pointing
+ * at it across reshards). Parameter i starts at element offsets[i]. Does not
+ * mark the group unsharded. Collective; stream as for Unshard. */
+weftResult_t weftShardGroupUnshardInto(weftShardGroup_t group, void* full, void* stream);
+/* *numel: the element count UnshardInto needs; offsets (may be NULL): n
+ * entries, where each parameter starts in it. Local. */
+weftResult_t weftShardGroupGetFullLayout(weftShardGroup_t group, size_t* numel, size_t* offsets, int n);
 /* Parameter `param`'s full values (param_dtype), valid from Unshard's
  * completion until Reshard. Local. */
 weftResult_t weftShardGroupGetFullParam(weftShardGroup_t group, int param, void** data);

@@ -8,6 +8,7 @@
 #include "shard/shard_group.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -76,6 +77,18 @@ void CheckGroup(int world, const ShardGroupOptions& opts, bool use_stream) {
         got = static_cast<float*>(*p)[j];
         EXPECT_EQ(got, want) << "param " << i << " elem " << j;
       }
+    }
+
+    // The same values into a buffer the caller owns.
+    const size_t es = ElementSize(opts.param_dtype);
+    std::vector<unsigned char> mine(group.full_numel() * es, 0xAB);
+    ASSERT_TRUE(group.UnshardInto(mine.data(), s).ok());
+    ASSERT_TRUE(stream.Synchronize().ok());
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      auto p = group.FullParam(static_cast<int>(i));
+      ASSERT_TRUE(p.ok());
+      EXPECT_EQ(std::memcmp(mine.data() + group.full_offset(static_cast<int>(i)) * es, *p, full[i].size() * es), 0)
+          << "param " << i;
     }
 
     // Two micro-batches of gradients accumulate into the fp32 shard.
