@@ -489,6 +489,11 @@ weftResult_t weftShardGroupReshard(weftShardGroup_t group);
  * all-reduced across replicas, added to the fp32 gradient shard. Collective;
  * stream as for Unshard. */
 weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const weftTensor_t* grads, int n, void* stream);
+/* The same from gradients already laid out as the unsharded buffer (flat
+ * layout; *numel elements of reduce_dtype at offsets[i], as
+ * weftShardGroupGetFullLayout gives): reduced in place, no packed copy. The
+ * padding is zeroed by weft. Collective; stream as for Unshard. */
+weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void* grads, weftDataType_t dtype, void* stream);
 /* Sets the gradient shard to zero. Local. */
 weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group);
 /* Full fp32 parameters from the shards: out[i] (numel floats) written on

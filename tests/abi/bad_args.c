@@ -149,6 +149,9 @@ int main(void) {
     FAILS(weftShardGroupUnshard(group, (void*)buf), weftInvalidArgument, "stream");
     FAILS(weftShardGroupGetMemory(group, NULL), weftInvalidArgument, "memory is NULL");
     FAILS(weftShardGroupUnshardInto(group, NULL, NULL), weftInvalidArgument, "full is NULL");
+    FAILS(weftShardGroupReduceGradsFlat(group, NULL, weftFloat32, NULL), weftInvalidArgument, "grads is NULL");
+    FAILS(weftShardGroupReduceGradsFlat(group, buf, weftFloat16, NULL), weftInvalidArgument, "grads are float16");
+    FAILS(weftShardGroupReduceGradsFlat(group, buf, (weftDataType_t)11, NULL), weftInvalidArgument, "dtype = 11");
     FAILS(weftShardGroupUnshardInto(NULL, buf, NULL), weftInvalidArgument, "group is NULL");
     FAILS(weftShardGroupGetFullLayout(group, NULL, NULL, 0), weftInvalidArgument, "numel is NULL");
     {
