@@ -143,6 +143,24 @@ WEFT_API weftResult_t weftShardGroupUnshard(weftShardGroup_t group, void* stream
   });
 }
 
+WEFT_API weftResult_t weftShardGroupUnshardInto(weftShardGroup_t group, void* full, void* stream) {
+  return Guard("weftShardGroupUnshardInto", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    return g->UnshardInto(full, stream);
+  });
+}
+
+WEFT_API weftResult_t weftShardGroupGetFullLayout(weftShardGroup_t group, size_t* numel, size_t* offsets, int n) {
+  return Guard("weftShardGroupGetFullLayout", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    if (numel == nullptr) return weft::InvalidArgument("numel is NULL");
+    if (offsets != nullptr) RETURN_IF_ERROR(weft::capi::CheckCount("offsets", n, *g));
+    *numel = g->full_numel();
+    for (int i = 0; offsets != nullptr && i < n; ++i) offsets[i] = g->full_offset(i);
+    return absl::OkStatus();
+  });
+}
+
 WEFT_API weftResult_t weftShardGroupGetFullParam(weftShardGroup_t group, int param, void** data) {
   return Guard("weftShardGroupGetFullParam", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto* g, GetGroup(group));
@@ -170,6 +188,17 @@ WEFT_API weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const we
       refs[i] = {grads[i].data, grads[i].count, static_cast<weft::DataType>(grads[i].dtype)};
     }
     return g->ReduceGrads(refs, stream);
+  });
+}
+
+WEFT_API weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void* grads, weftDataType_t dtype,
+                                                    void* stream) {
+  return Guard("weftShardGroupReduceGradsFlat", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    if (dtype < 0 || dtype >= weftNumTypes) {
+      return weft::InvalidArgument("dtype = %d is not a weftDataType_t", static_cast<int>(dtype));
+    }
+    return g->ReduceGradsFlat(grads, static_cast<weft::DataType>(dtype), stream);
   });
 }
 

@@ -120,20 +120,24 @@ absl::Status ShardGroup::Pack(absl::Span<const TensorRef> srcs, void* dst, DataT
     return kernels::ChunkCat(srcs, layout_.world, chunk_counts_.data(), dst, dst_t, 1.0f, stream);
   }
   RETURN_IF_ERROR(kernels::Flatten(srcs, dst, dst_t, layout_.offset.data(), 1.0f, stream));
+  ZeroPadding(dst, dst_t, stream);
+  return absl::OkStatus();
+}
+
+void ShardGroup::ZeroPadding(void* unsharded, DataType t, void* stream) {
   // The flat layout's padding sits after the last parameter: it must reduce as zero.
-  const size_t es = ElementSize(dst_t);
-  char* tail = static_cast<char*>(dst) + layout_.total_numel * es;
+  const size_t es = ElementSize(t);
+  char* tail = static_cast<char*>(unsharded) + layout_.total_numel * es;
   const size_t bytes = layout_.padding() * es;
-  if (bytes == 0) return absl::OkStatus();
+  if (bytes == 0) return;
   if (stream == nullptr) {
     std::memset(tail, 0, bytes);
-  } else {
-    HostStream::Find(stream)->Enqueue([tail, bytes] {
-      std::memset(tail, 0, bytes);
-      return absl::OkStatus();
-    });
+    return;
   }
-  return absl::OkStatus();
+  HostStream::Find(stream)->Enqueue([tail, bytes] {
+    std::memset(tail, 0, bytes);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status ShardGroup::Unpack(const void* src, DataType src_t, absl::Span<const TensorRef> dsts, void* stream) {
@@ -143,30 +147,65 @@ absl::Status ShardGroup::Unpack(const void* src, DataType src_t, absl::Span<cons
   return kernels::Unflatten(src, src_t, layout_.offset.data(), dsts, 1.0f, false, stream);
 }
 
+size_t ShardGroup::full_numel() const {
+  return layout_.kind == LayoutKind::kFlat ? layout_.unsharded_numel() : layout_.total_numel;
+}
+
+size_t ShardGroup::full_offset(int i) const {
+  return layout_.kind == LayoutKind::kFlat ? layout_.offset[i] : full_offsets_[i];
+}
+
+// Flat: the all-gather output is the full buffer. Per-parameter: gather into
+// `gathered`, then split the world's slabs into `full`.
+absl::Status ShardGroup::GatherInto(void* gathered, void* full, void* stream) {
+  const DataType t = options_.param_dtype;
+  const size_t es = ElementSize(t);
+  void* slot = Slot(gathered, t);
+  const TensorRef master{master_.data(), master_.size(), DataType::kFloat32};
+  RETURN_IF_ERROR(kernels::Flatten({&master, 1}, slot, t, nullptr, 1.0f, stream));
+  RETURN_IF_ERROR(comm_->AllGather(slot, gathered, layout_.shard_numel, t, stream));
+  if (layout_.kind == LayoutKind::kFlat) return absl::OkStatus();
+  std::vector<TensorRef> dsts;
+  for (size_t i = 0; i < layout_.numel.size(); ++i) {
+    dsts.push_back({static_cast<char*>(full) + full_offsets_[i] * es, layout_.numel[i], t});
+  }
+  return Unpack(gathered, t, dsts, stream);
+}
+
 absl::Status ShardGroup::Unshard(void* stream) {
   RETURN_IF_ERROR(CheckStream(stream));
   if (unsharded()) return InvalidUsage("Unshard: the group is already unsharded (call Reshard first)");
-  const DataType t = options_.param_dtype;
-  const size_t es = ElementSize(t);
+  const size_t es = ElementSize(options_.param_dtype);
   ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * es));
-  void* slot = Slot(gathered, t);
-  const TensorRef master{master_.data(), master_.size(), DataType::kFloat32};
-  absl::Status s = kernels::Flatten({&master, 1}, slot, t, nullptr, 1.0f, stream);
-  if (s.ok()) s = comm_->AllGather(slot, gathered, layout_.shard_numel, t, stream);
+  void* full = gathered;
+  if (layout_.kind == LayoutKind::kPerParam) {
+    absl::StatusOr<void*> f = pool_->Get(layout_.total_numel * es);
+    if (!f.ok()) {
+      pool_->Put(gathered);
+      return f.status();
+    }
+    full = *f;
+  }
+  const absl::Status s = GatherInto(gathered, full, stream);
   if (!s.ok()) {
-    pool_->Put(gathered);  // nothing was enqueued after a refusal
+    // Part of the work may be enqueued already: the buffers go back once it has run.
+    PutAfter(gathered, stream);
+    if (full != gathered) PutAfter(full, stream);
     return s;
   }
   gathered_ = gathered;
-  if (layout_.kind == LayoutKind::kPerParam) {
-    ASSIGN_OR_RETURN(full_, pool_->Get(layout_.total_numel * es));
-    std::vector<TensorRef> dsts;
-    for (size_t i = 0; i < layout_.numel.size(); ++i) {
-      dsts.push_back({static_cast<char*>(full_) + full_offsets_[i] * es, layout_.numel[i], t});
-    }
-    RETURN_IF_ERROR(Unpack(gathered, t, dsts, stream));
-  }
+  if (full != gathered) full_ = full;
   return absl::OkStatus();
+}
+
+absl::Status ShardGroup::UnshardInto(void* full, void* stream) {
+  RETURN_IF_ERROR(CheckStream(stream));
+  if (full == nullptr) return InvalidArgument("full is NULL");
+  if (layout_.kind == LayoutKind::kFlat) return GatherInto(full, full, stream);
+  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * ElementSize(options_.param_dtype)));
+  const absl::Status s = GatherInto(gathered, full, stream);
+  PutAfter(gathered, stream);
+  return s;
 }
 
 absl::StatusOr<void*> ShardGroup::FullParam(int i) const {
@@ -200,28 +239,37 @@ absl::Status ShardGroup::ReduceGrads(absl::Span<const TensorRef> grads, void* st
   }
   const DataType t = options_.reduce_dtype;
   ASSIGN_OR_RETURN(void* buf, pool_->Get(layout_.unsharded_numel() * ElementSize(t)));
+  absl::Status s = Pack(grads, buf, t, stream);
+  if (s.ok()) s = ReducePacked(buf, stream);
+  PutAfter(buf, stream);  // after whatever part of the work was enqueued
+  return s;
+}
+
+absl::Status ShardGroup::ReduceGradsFlat(void* grads, DataType t, void* stream) {
+  RETURN_IF_ERROR(CheckStream(stream));
+  if (layout_.kind != LayoutKind::kFlat) {
+    return InvalidUsage("ReduceGradsFlat needs the flat layout (this group is per-parameter: use ReduceGrads)");
+  }
+  if (t != options_.reduce_dtype) {
+    return InvalidArgument("grads are %s but the group reduces in %s", Name(t), Name(options_.reduce_dtype));
+  }
+  if (grads == nullptr && layout_.unsharded_numel() > 0) return InvalidArgument("grads is NULL");
+  ZeroPadding(grads, t, stream);
+  return ReducePacked(grads, stream);
+}
+
+absl::Status ShardGroup::ReducePacked(void* buf, void* stream) {
+  const DataType t = options_.reduce_dtype;
   void* slot = Slot(buf, t);
   const size_t n = layout_.shard_numel;
-  absl::Status s = Pack(grads, buf, t, stream);
-  if (!s.ok()) {
-    pool_->Put(buf);
-    return s;
-  }
-  // From here on work may be enqueued: errors are returned, and the buffer is
-  // still released after whatever ran.
-  if (options_.reduction == GradReduction::kReduceScatter) {
-    s = comm_->ReduceScatter(buf, slot, n, t, RedOp::kAvg, stream);
-  } else {
-    s = comm_->AllReduce(buf, buf, layout_.unsharded_numel(), t, RedOp::kAvg, stream);
-  }
+  absl::Status s = options_.reduction == GradReduction::kReduceScatter
+                       ? comm_->ReduceScatter(buf, slot, n, t, RedOp::kAvg, stream)
+                       : comm_->AllReduce(buf, buf, layout_.unsharded_numel(), t, RedOp::kAvg, stream);
   if (s.ok() && replicas_ != nullptr) s = replicas_->AllReduce(slot, slot, n, t, RedOp::kAvg, stream);
-  if (s.ok()) {
-    const size_t zero = 0;
-    const TensorRef acc{grads_.data(), n, DataType::kFloat32};
-    s = kernels::Unflatten(slot, t, &zero, {&acc, 1}, 1.0f, true, stream);
-  }
-  PutAfter(buf, stream);
-  return s;
+  if (!s.ok()) return s;
+  const size_t zero = 0;
+  const TensorRef acc{grads_.data(), n, DataType::kFloat32};
+  return kernels::Unflatten(slot, t, &zero, {&acc, 1}, 1.0f, true, stream);
 }
 
 absl::Status ShardGroup::GatherFull(int root, absl::Span<float* const> out) {

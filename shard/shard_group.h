@@ -82,6 +82,14 @@ class ShardGroup {
   absl::Status LoadFromFull(absl::Span<const float* const> full);
 
   absl::Status Unshard(void* stream);
+  // Unshard into the caller's buffer of full_numel() elements of param_dtype
+  // (a framework that must keep parameter addresses stable across reshards,
+  // as PyTorch's saved tensors do, owns the memory). Parameter i starts at
+  // element full_offset(i). The group stays sharded as far as Reshard and
+  // FullParam are concerned.
+  absl::Status UnshardInto(void* full, void* stream);
+  size_t full_numel() const;
+  size_t full_offset(int i) const;
   bool unsharded() const { return gathered_ != nullptr; }
   // Parameter i's full values in param_dtype; valid from the completion of
   // Unshard (synchronise its stream) until Reshard.
@@ -91,6 +99,12 @@ class ShardGroup {
 
   // grads[i]: the full gradient of parameter i (count = numel, any float dtype).
   absl::Status ReduceGrads(absl::Span<const kernels::TensorRef> grads, void* stream);
+
+  // The same from gradients the framework already laid out as the unsharded
+  // buffer (full_numel() elements of reduce_dtype at full_offset(i), flat
+  // layout): reduce-scattered in place, so no packed copy is made. The
+  // padding is zeroed here; the buffer must stay untouched until the stream ran.
+  absl::Status ReduceGradsFlat(void* grads, DataType t, void* stream);
 
   // Every rank: all-gathers the fp32 masters; out[i] (numel floats) is
   // written on `root`, or on every rank when root < 0. Blocking.
@@ -107,6 +121,14 @@ class ShardGroup {
   void PutAfter(void* p, void* stream);
   // Lays `srcs` (numel-sized tensors) out as the unsharded buffer `dst` (dst_t).
   absl::Status Pack(absl::Span<const kernels::TensorRef> srcs, void* dst, DataType dst_t, void* stream);
+  // Reduce-scatter (or all-reduce) `buf`, the packed unsharded gradients in
+  // reduce_dtype, across replicas too, and add this rank's slot to the shard.
+  absl::Status ReducePacked(void* buf, void* stream);
+  // Cast-copy the master into this rank's slot of `gathered`, all-gather;
+  // per-parameter layout: split into `full`.
+  absl::Status GatherInto(void* gathered, void* full, void* stream);
+  // Zeroes the flat layout's padding of an unsharded buffer (on the stream).
+  void ZeroPadding(void* unsharded, DataType t, void* stream);
   // Inverse of Pack into full tensors.
   absl::Status Unpack(const void* src, DataType src_t, absl::Span<const kernels::TensorRef> dsts, void* stream);
   void* Slot(void* unsharded, DataType t) const;

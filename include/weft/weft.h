@@ -470,6 +470,15 @@ weftResult_t weftShardGroupLoadFull(weftShardGroup_t group, const float* const* 
  * comm; NULL stream: blocks; a weftStream_t: enqueued (synchronise before
  * reading the full parameters). */
 weftResult_t weftShardGroupUnshard(weftShardGroup_t group, void* stream);
+/* Unshards into the caller's buffer `full` of *numel elements of
+ * param_dtype (weftShardGroupGetFullLayout), for frameworks that own the
+ * memory of full parameters (PyTorch keeps autograd's saved tensors pointing
+ * at it across reshards). Parameter i starts at element offsets[i]. Does not
+ * mark the group unsharded. Collective; stream as for Unshard. */
+weftResult_t weftShardGroupUnshardInto(weftShardGroup_t group, void* full, void* stream);
+/* *numel: the element count UnshardInto needs; offsets (may be NULL): n
+ * entries, where each parameter starts in it. Local. */
+weftResult_t weftShardGroupGetFullLayout(weftShardGroup_t group, size_t* numel, size_t* offsets, int n);
 /* Parameter `param`'s full values (param_dtype), valid from Unshard's
  * completion until Reshard. Local. */
 weftResult_t weftShardGroupGetFullParam(weftShardGroup_t group, int param, void** data);
@@ -480,6 +489,11 @@ weftResult_t weftShardGroupReshard(weftShardGroup_t group);
  * all-reduced across replicas, added to the fp32 gradient shard. Collective;
  * stream as for Unshard. */
 weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const weftTensor_t* grads, int n, void* stream);
+/* The same from gradients already laid out as the unsharded buffer (flat
+ * layout; *numel elements of reduce_dtype at offsets[i], as
+ * weftShardGroupGetFullLayout gives): reduced in place, no packed copy. The
+ * padding is zeroed by weft. Collective; stream as for Unshard. */
+weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void* grads, weftDataType_t dtype, void* stream);
 /* Sets the gradient shard to zero. Local. */
 weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group);
 /* Full fp32 parameters from the shards: out[i] (numel floats) written on

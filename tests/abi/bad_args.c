@@ -148,6 +148,17 @@ int main(void) {
     FAILS(weftShardGroupGetFullParam(group, 0, &data), weftInvalidUsage, "sharded");
     FAILS(weftShardGroupUnshard(group, (void*)buf), weftInvalidArgument, "stream");
     FAILS(weftShardGroupGetMemory(group, NULL), weftInvalidArgument, "memory is NULL");
+    FAILS(weftShardGroupUnshardInto(group, NULL, NULL), weftInvalidArgument, "full is NULL");
+    FAILS(weftShardGroupReduceGradsFlat(group, NULL, weftFloat32, NULL), weftInvalidArgument, "grads is NULL");
+    FAILS(weftShardGroupReduceGradsFlat(group, buf, weftFloat16, NULL), weftInvalidArgument, "grads are float16");
+    FAILS(weftShardGroupReduceGradsFlat(group, buf, (weftDataType_t)11, NULL), weftInvalidArgument, "dtype = 11");
+    FAILS(weftShardGroupUnshardInto(NULL, buf, NULL), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupGetFullLayout(group, NULL, NULL, 0), weftInvalidArgument, "numel is NULL");
+    {
+      size_t numel = 0, offs[2];
+      FAILS(weftShardGroupGetFullLayout(group, &numel, offs, 2), weftInvalidArgument, "n = 2");
+      EXPECT(weftShardGroupGetFullLayout(group, &numel, offs, 1) == weftSuccess && numel == 8 && offs[0] == 0);
+    }
     FAILS(weftShardGroupGatherFull(group, 3, NULL, 0), weftInvalidArgument, "root = 3");
     FAILS(weftShardGroupScatterFull(group, -1, NULL, 0), weftInvalidArgument, "root = -1");
     EXPECT(weftShardGroupDestroy(group) == weftSuccess);

@@ -8,6 +8,7 @@
 #include "shard/shard_group.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -78,6 +79,18 @@ void CheckGroup(int world, const ShardGroupOptions& opts, bool use_stream) {
       }
     }
 
+    // The same values into a buffer the caller owns.
+    const size_t es = ElementSize(opts.param_dtype);
+    std::vector<unsigned char> mine(group.full_numel() * es, 0xAB);
+    ASSERT_TRUE(group.UnshardInto(mine.data(), s).ok());
+    ASSERT_TRUE(stream.Synchronize().ok());
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      auto p = group.FullParam(static_cast<int>(i));
+      ASSERT_TRUE(p.ok());
+      EXPECT_EQ(std::memcmp(mine.data() + group.full_offset(static_cast<int>(i)) * es, *p, full[i].size() * es), 0)
+          << "param " << i;
+    }
+
     // Two micro-batches of gradients accumulate into the fp32 shard.
     std::vector<std::vector<float>> grads(kParams.size());
     std::vector<TensorRef> refs;
@@ -126,6 +139,36 @@ TEST(ShardGroup, ZeroOneAllReduces) {
   ShardGroupOptions o;
   o.reduction = GradReduction::kAllReduce;
   CheckGroup(3, o, false);
+}
+
+// Gradients already laid out as the unsharded buffer reduce to the same bits
+// as separate gradient tensors, with the padding zeroed whatever it held.
+TEST(ShardGroup, FlatGradientBufferMatchesSeparateGradients) {
+  RunRanksExpecting(3, [&](Communicator& c) {
+    const int rank = c.rank();
+    BufferPool pool;
+    auto a = ShardGroup::Create(&c, nullptr, kParams, {}, &pool);
+    auto b = ShardGroup::Create(&c, nullptr, kParams, {}, &pool);
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::vector<float> flat((*b)->full_numel(), 1e30f);  // junk in the padding
+    std::vector<std::vector<float>> grads(kParams.size());
+    std::vector<TensorRef> refs;
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      grads[i].resize((*a)->layout().numel[i]);
+      for (size_t j = 0; j < grads[i].size(); ++j) {
+        grads[i][j] = Grad(rank, i, j) * 1.37f;
+        flat[(*b)->full_offset(static_cast<int>(i)) + j] = grads[i][j];
+      }
+      refs.push_back({grads[i].data(), grads[i].size(), DataType::kFloat32});
+    }
+    HostStream stream;
+    ASSERT_TRUE((*a)->ReduceGrads(refs, nullptr).ok());
+    ASSERT_TRUE((*b)->ReduceGradsFlat(flat.data(), DataType::kFloat32, &stream).ok());
+    ASSERT_TRUE(stream.Synchronize().ok());
+    EXPECT_EQ(std::memcmp((*a)->grads().data(), (*b)->grads().data(), (*a)->grads().size() * sizeof(float)), 0);
+    EXPECT_EQ((*b)->ReduceGradsFlat(flat.data(), DataType::kBfloat16, nullptr).code(),
+              absl::StatusCode::kInvalidArgument);
+  });
 }
 
 TEST(ShardGroup, FullStateRoundTrips) {
