@@ -85,13 +85,44 @@ void OverlapCheck::Write(const char* what, long index, const void* p, size_t byt
   writes_.push_back({b, b + bytes, what, index});
 }
 
+namespace {
+
+uintptr_t Begin(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// The common case without copying a range: destinations in segment order are
+// ascending and disjoint, and so are the sources (zero fills have none); then
+// one merge walk over the segments decides. False: not in order, look closer.
+bool OrderedAndDisjoint(const CopyPlan& plan) {
+  const std::vector<Segment>& seg = plan.segments;
+  uintptr_t last_dst = 0, last_src = 0;
+  for (const Segment& s : seg) {
+    const uintptr_t d = Begin(s.dst);
+    if (d < last_dst) return false;
+    last_dst = d + s.count * FloatSize(s.dst_t);
+    if (s.src == nullptr) continue;
+    if (Begin(s.src) < last_src) return false;
+    last_src = Begin(s.src) + s.count * FloatSize(s.src_t);
+  }
+  size_t w = 0;
+  for (const Segment& r : seg) {
+    if (r.src == nullptr) continue;
+    const uintptr_t rb = Begin(r.src), re = rb + r.count * FloatSize(r.src_t);
+    while (w < seg.size() && Begin(seg[w].dst) + seg[w].count * FloatSize(seg[w].dst_t) <= rb) ++w;
+    if (w < seg.size() && Begin(seg[w].dst) < re) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void OverlapCheck::AddPlan(const CopyPlan& plan) {
+  if (reads_.empty() && writes_.empty() && OrderedAndDisjoint(plan)) return;
   reads_.reserve(reads_.size() + plan.segments.size());
   writes_.reserve(writes_.size() + plan.segments.size());
   for (size_t k = 0; k < plan.segments.size(); ++k) {
     const Segment& s = plan.segments[k];
-    Read(plan.src_label, plan.tensor[k], s.src, s.count * ElementSize(s.src_t));
-    Write(plan.dst_label, plan.tensor[k], s.dst, s.count * ElementSize(s.dst_t));
+    Read(plan.src_label, plan.tensor[k], s.src, s.count * FloatSize(s.src_t));
+    Write(plan.dst_label, plan.tensor[k], s.dst, s.count * FloatSize(s.dst_t));
   }
 }
 
@@ -110,8 +141,12 @@ absl::Status OverlapCheck::Check() {
     }
     return absl::OkStatus();
   }
-  // Only the last write starting before a read's end can overlap it.
+  // Only the last write starting before a read's end can overlap it. Reads
+  // outside the writes' hull (a packed bucket's sources, usually) skip the search.
+  const uintptr_t lo = writes_.empty() ? 0 : writes_.front().begin;
+  const uintptr_t hi = writes_.empty() ? 0 : writes_.back().end;
   for (const Range& r : reads_) {
+    if (r.end <= lo || r.begin >= hi) continue;
     auto it = std::lower_bound(writes_.begin(), writes_.end(), Range{r.end, r.end, nullptr, 0}, ByBegin);
     if (it != writes_.begin() && std::prev(it)->end > r.begin) return Overlap(r, *std::prev(it));
   }

@@ -46,6 +46,9 @@ class OverlapCheck {
   OverlapCheck();
   void Read(const char* what, long index, const void* p, size_t bytes);
   void Write(const char* what, long index, const void* p, size_t bytes);
+  // A plan whose segments are already in address order and disjoint (packed
+  // buckets of tensors allocated one after another) is accepted in one pass
+  // without being recorded; only a plan given to a fresh check may take that shortcut.
   void AddPlan(const CopyPlan& plan);
   absl::Status Check();
 

@@ -28,7 +28,7 @@ void Add(CopyPlan& plan, int tensor, const void* src, DataType src_t, void* dst,
 template <typename P>
 P* At(P* base, size_t index, DataType t) {
   using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
-  return reinterpret_cast<Byte*>(base) + index * ElementSize(t);
+  return reinterpret_cast<Byte*>(base) + index * FloatSize(t);
 }
 
 // The flat side of a flatten/unflatten: NULL only when nothing is copied.

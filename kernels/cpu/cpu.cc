@@ -90,7 +90,7 @@ void RunTasks(const Tasks& t, Fn fn) {
 template <typename P>
 P* Offset(P* p, size_t elements, DataType t) {
   using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
-  return reinterpret_cast<Byte*>(p) + elements * ElementSize(t);
+  return reinterpret_cast<Byte*>(p) + elements * FloatSize(t);
 }
 
 }  // namespace
@@ -99,11 +99,11 @@ const char* IsaName() { return BestIsa().name; }
 
 void Copy(absl::Span<const Segment> segments, float scale, bool accumulate) {
   const Isa& isa = BestIsa();
-  auto bytes = [&](size_t i) { return ElementSize(segments[i].src_t) + ElementSize(segments[i].dst_t); };
+  auto bytes = [&](size_t i) { return FloatSize(segments[i].src_t) + FloatSize(segments[i].dst_t); };
   size_t total = 0, written = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
     total += segments[i].count * bytes(i);
-    written += segments[i].count * ElementSize(segments[i].dst_t);
+    written += segments[i].count * FloatSize(segments[i].dst_t);
   }
   const bool stream = written >= kStreamBytes;
   auto run = [&](const Segment& s, size_t begin, size_t count) {
@@ -122,7 +122,7 @@ void Copy(absl::Span<const Segment> segments, float scale, bool accumulate) {
 
 void UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_scale, int* found_inf) {
   const Isa& isa = BestIsa();
-  auto bytes = [&](size_t i) { return 2 * ElementSize(tensors[i].dtype); };
+  auto bytes = [&](size_t i) { return 2 * FloatSize(tensors[i].dtype); };
   size_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) total += tensors[i].count * bytes(i);
   std::atomic<bool> found{false};
@@ -145,7 +145,7 @@ void UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_scale, in
 void L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* total) {
   const Isa& isa = BestIsa();
   size_t bytes = 0;
-  for (const TensorRef& t : tensors) bytes += t.count * ElementSize(t.dtype);
+  for (const TensorRef& t : tensors) bytes += t.count * FloatSize(t.dtype);
   auto block = [&](const TensorRef& t, size_t begin, size_t count) {
     return isa.block_sum_of_squares(Offset(t.data, begin, t.dtype), t.dtype, count);
   };
@@ -168,7 +168,7 @@ void L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* total) {
     // One piece per norm block; the block sums are combined afterwards, in order.
     const Tasks& t = MakeTasks(
         tensors.size(), [&](size_t i) { return tensors[i].count; },
-        [&](size_t i) { return ElementSize(tensors[i].dtype); }, [](size_t) { return kNormBlock; });
+        [&](size_t i) { return FloatSize(tensors[i].dtype); }, [](size_t) { return kNormBlock; });
     thread_local std::vector<double> scratch;
     std::vector<double>& block_sum = scratch;  // the caller's: workers must not name their own
     block_sum.resize(t.pieces.size());
