@@ -113,10 +113,11 @@ void Reducer::ResetIteration() {
   std::fill(used_.begin(), used_.end(), 0);
   std::fill(unused_.begin(), unused_.end(), 0);
   ready_order_.clear();
-  next_launch_ = 0;
+  next_bucket_ = 0;
+  next_segment_ = 0;
   active_ = false;
   launch_error_ = absl::OkStatus();
-  for (auto& b : buckets_) b->pending = static_cast<int>(b->layout.grads.size());
+  for (auto& b : buckets_) b->seg_pending = b->seg_grads;
 }
 
 absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {

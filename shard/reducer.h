@@ -4,9 +4,10 @@
 // buffer do, framework-agnostic. The framework registers its gradients once;
 // during each backward it calls MarkReady as each gradient is produced (from
 // any thread, in any order); the reducer copies a bucket in (the flatten
-// kernel, with the division by the world size fused) as soon as its last
-// gradient is in and all-reduces it on its own host stream while backward
-// goes on; Finalize waits and copies the averages back (unflatten).
+// kernel, with the division by the world size fused) as its gradients come
+// in and all-reduces it on its own host stream while backward goes on, one
+// cache-sized segment at a time; Finalize waits for the averages to be
+// copied back (unflatten).
 //
 //   ASSIGN_OR_RETURN(auto r, Reducer::Create(comm, grads, ReducerOptions{}));  // collective
 //   for each step:
@@ -15,10 +16,13 @@
 //
 // Names used below:
 //   bucket    a range of gradients sharing one buffer (shard/bucket_plan.h);
-//   pending   per bucket, how many of its gradients are not in yet;
-//   launch    copy-in + all-reduce (+ copy-out) enqueued on the comm stream.
-//             Buckets launch strictly in bucket order on every rank: bucket
-//             b+1 waits for bucket b even when its gradients are all in, so
+//   segment   a piece of a bucket of at most segment_bytes; buckets are
+//             copied and reduced segment by segment (cache-sized pieces);
+//   pending   per segment, how many gradients overlapping it are not in yet;
+//   launch    copy-in + all-reduce + copy-out of a segment, enqueued on the
+//             comm stream as soon as its gradients are in. Segments launch
+//             strictly in order (bucket by bucket) on every rank: segment
+//             k+1 waits for segment k even when its gradients are all in, so
 //             every rank issues the same collectives in the same order
 //             whatever order its gradients arrive in;
 //   expected  marks a gradient gets per backward: 1, or with static_graph the
@@ -67,7 +71,7 @@ struct ReducerOptions {
 // Time the comm stream spent on bucket work (copy-in, all-reduce, copy-out).
 struct ReducerStats {
   double comm_seconds = 0;  // since the last ResetStats
-  int64_t buckets_launched = 0;
+  int64_t buckets_launched = 0;  // buckets whose last segment was launched (empty ones have none)
 };
 
 class Reducer {
@@ -117,9 +121,9 @@ class Reducer {
   // All below run under mu_.
   absl::Status Layout(const PlanOptions& plan_options);  // (re)plans and allocates buffers
   absl::Status CheckIndex(int index) const;
-  void SlotIn(int g);     // gradient g is in: its bucket's pending--, launch what is ready
-  void LaunchReady();     // launches buckets in order while the next one is complete
-  void Launch(int b);    // enqueues copy-in, all-reduce and copy-out, segment by segment
+  void SlotIn(int g);     // gradient g is in: its segments' pending--, launch what is ready
+  void LaunchReady();     // launches segments in order while the next one is complete
+  void Launch(int b, size_t k);  // enqueues segment k of bucket b: copy-in, all-reduce, copy-out
   void ZeroSlot(int g);                 // a gradient that took no part contributes zeros
   void RestoreUnusedEverywhere();       // after the used-bitmap: view mode's unused slots get their values back
   BucketMath Math(const Bucket& bk) const;
@@ -150,7 +154,8 @@ class Reducer {
   std::vector<uint8_t> used_anywhere_;  // the last find-unused Finalize's verdict
   std::vector<std::vector<unsigned char>> saved_;  // view + find-unused: zeroed slots' old values
   std::vector<int> ready_order_;  // gradients in the order they came in
-  int next_launch_ = 0;
+  int next_bucket_ = 0;  // the next segment to launch: (bucket, segment)
+  size_t next_segment_ = 0;
   bool active_ = false;  // a backward is in progress: something was marked
 
   std::shared_ptr<StatsBox> stats_;

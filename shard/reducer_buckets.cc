@@ -36,6 +36,15 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
     auto bs = std::make_unique<BucketState>();
     bs->layout = bk;
     bs->buf = std::make_unique<Buffer>(bk.bytes());
+    bs->seg_elems = std::max<size_t>(options_.segment_bytes / ElementSize(bk.dtype), 1);
+    bs->seg_grads.assign((bk.length + bs->seg_elems - 1) / bs->seg_elems, 0);
+    for (size_t s = 0; s < bk.grads.size(); ++s) {
+      const size_t count = grads_[bk.grads[s]].count;
+      if (count == 0) continue;  // holds no element, so no segment waits for it
+      for (size_t k = bk.offsets[s] / bs->seg_elems; k <= (bk.offsets[s] + count - 1) / bs->seg_elems; ++k) {
+        ++bs->seg_grads[k];
+      }
+    }
     buckets.push_back(std::move(bs));
   }
   // The old slots hold the last averages (a view's value, or the only copy
@@ -72,11 +81,24 @@ absl::Status Reducer::Rebuild() {
 }
 
 void Reducer::LaunchReady() {
-  while (next_launch_ < static_cast<int>(buckets_.size()) && buckets_[next_launch_]->pending == 0) Launch(next_launch_++);
+  while (next_bucket_ < static_cast<int>(buckets_.size())) {
+    BucketState& bs = *buckets_[next_bucket_];
+    if (next_segment_ == bs.segments()) {
+      ++next_bucket_;
+      next_segment_ = 0;
+      continue;
+    }
+    if (bs.seg_pending[next_segment_] > 0) return;
+    Launch(next_bucket_, next_segment_++);
+  }
 }
 
 void Reducer::SlotIn(int g) {
-  --buckets_[plan_.bucket_of[g]]->pending;
+  BucketState& bs = *buckets_[plan_.bucket_of[g]];
+  const size_t off = bs.layout.offsets[plan_.slot_of[g]], count = grads_[g].count;
+  if (count > 0) {
+    for (size_t k = off / bs.seg_elems; k <= (off + count - 1) / bs.seg_elems; ++k) --bs.seg_pending[k];
+  }
   LaunchReady();
 }
 
@@ -96,49 +118,43 @@ Reducer::BucketMath Reducer::Math(const Bucket& bk) const {
 // A bucket runs as segments of at most options_.segment_bytes: copy-in,
 // all-reduce and copy-out of one segment follow each other while it is in
 // cache, so on the host only the gradients' first read and last write reach
-// memory (a whole 25 MiB bucket would stream through memory three times).
-void Reducer::Launch(int b) {
-  const Bucket& bk = buckets_[b]->layout;
+// memory (a whole 25 MiB bucket would stream through memory three times), and
+// a segment starts as soon as its own gradients are in.
+void Reducer::Launch(int b, size_t k) {
+  const BucketState& bs = *buckets_[b];
+  const Bucket& bk = bs.layout;
   const BucketMath m = Math(bk);
   const size_t es = ElementSize(bk.dtype);
-  const size_t seg = std::max<size_t>(options_.segment_bytes / es, 1);
-  unsigned char* data = buckets_[b]->buf->data;
-  auto started = std::make_shared<Clock::time_point>();
-  stream_.Enqueue([started] {
-    *started = Clock::now();
-    return absl::OkStatus();
-  });
-  for (size_t s0 = 0; s0 < bk.length; s0 += seg) {
-    const size_t s1 = std::min(bk.length, s0 + seg);
-    auto part = std::make_shared<CopyList>();  // the pieces of gradients inside [s0, s1)
-    for (size_t s = 0; s < bk.grads.size(); ++s) {
-      const int g = bk.grads[s];
-      const size_t lo = std::max(bk.offsets[s], s0), hi = std::min(bk.offsets[s] + grads_[g].count, s1);
-      if (lo >= hi || ptr_[g] == nullptr || ptr_[g] == SlotPtr(g)) continue;  // elsewhere, unused, or a view
-      void* p = static_cast<unsigned char*>(ptr_[g]) + (lo - bk.offsets[s]) * ElementSize(grads_[g].dtype);
-      part->tensors.push_back({p, hi - lo, grads_[g].dtype});
-      part->offsets.push_back(lo - s0);
-    }
-    unsigned char* at = data + s0 * es;
-    if (!part->tensors.empty()) {
-      stream_.Enqueue([part, at, dt = bk.dtype, m] {
-        return kernels::Flatten(part->tensors, at, dt, part->offsets.data(), m.scale_in, nullptr);
-      });
-    }
-    const absl::Status issued = comm_->AllReduce(at, at, s1 - s0, bk.dtype, m.op, &stream_);
-    if (!issued.ok() && launch_error_.ok()) launch_error_ = issued;
-    if (!part->tensors.empty()) {
-      stream_.Enqueue([part, at, dt = bk.dtype, m] {
-        return kernels::Unflatten(at, dt, part->offsets.data(), part->tensors, m.scale_out, false, nullptr);
-      });
-    }
+  const size_t s0 = k * bs.seg_elems, s1 = std::min(bk.length, s0 + bs.seg_elems);
+  auto part = std::make_shared<CopyList>();  // the pieces of gradients inside [s0, s1)
+  for (size_t s = 0; s < bk.grads.size(); ++s) {
+    const int g = bk.grads[s];
+    const size_t lo = std::max(bk.offsets[s], s0), hi = std::min(bk.offsets[s] + grads_[g].count, s1);
+    if (lo >= hi || ptr_[g] == nullptr || ptr_[g] == SlotPtr(g)) continue;  // elsewhere, unused, or a view
+    void* p = static_cast<unsigned char*>(ptr_[g]) + (lo - bk.offsets[s]) * ElementSize(grads_[g].dtype);
+    part->tensors.push_back({p, hi - lo, grads_[g].dtype});
+    part->offsets.push_back(lo - s0);
   }
-  stream_.Enqueue([stats = stats_, started] {
+  unsigned char* at = bs.buf->data + s0 * es;
+  auto started = std::make_shared<Clock::time_point>();
+  stream_.Enqueue([part, at, dt = bk.dtype, m, started] {
+    *started = Clock::now();
+    if (part->tensors.empty()) return absl::OkStatus();
+    return kernels::Flatten(part->tensors, at, dt, part->offsets.data(), m.scale_in, nullptr);
+  });
+  const absl::Status issued = comm_->AllReduce(at, at, s1 - s0, bk.dtype, m.op, &stream_);
+  if (!issued.ok() && launch_error_.ok()) launch_error_ = issued;
+  const bool last = k + 1 == bs.segments();
+  stream_.Enqueue([part, at, dt = bk.dtype, m, started, last, stats = stats_] {
+    absl::Status st;
+    if (!part->tensors.empty()) {
+      st = kernels::Unflatten(at, dt, part->offsets.data(), part->tensors, m.scale_out, false, nullptr);
+    }
     const double s = std::chrono::duration<double>(Clock::now() - *started).count();
     std::lock_guard<std::mutex> lock(stats->mu);
     stats->value.comm_seconds += s;
-    ++stats->value.buckets_launched;
-    return absl::OkStatus();
+    if (last) ++stats->value.buckets_launched;
+    return st;
   });
 }
 

@@ -29,7 +29,10 @@ struct Reducer::Buffer {
 struct Reducer::BucketState {
   Bucket layout;
   std::unique_ptr<Buffer> buf;
-  int pending = 0;  // gradients not in yet this backward
+  size_t seg_elems = 1;           // segment length in elements
+  std::vector<int> seg_grads;     // per segment: gradients overlapping it
+  std::vector<int> seg_pending;   // per segment: of those, not in yet this backward
+  size_t segments() const { return seg_grads.size(); }
 };
 
 struct Reducer::StatsBox {
