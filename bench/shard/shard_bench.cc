@@ -10,9 +10,10 @@
 // backward in reverse, sleeping for each group's compute (forward 1/3,
 // backward 2/3 of --compute, spread by group size), like a GPU computing while
 // the CPU drives communication. Modes, interleaved per iteration:
-//   fsdp        ZeRO-3: all-gather each group before its forward and backward
-//               (the next group prefetched on the stream, at most two in
-//               flight), reduce-scatter its gradients after its backward
+//   fsdp        ZeRO-3 through ShardSchedule: all-gather each group before its
+//               forward and backward (the next group prefetched on the stream,
+//               at most two in flight), reduce-scatter its gradients after its
+//               backward (written in the unsharded layout: no packed copy)
 //   fsdp-serial the same with no prefetch: every all-gather is exposed
 //   ddp         the DDP reducer (gradient-as-bucket-view) marking each group's
 //               gradients ready after its backward, Finalize at the end
@@ -37,6 +38,7 @@
 #include "comm/registry.h"
 #include "core/stream.h"
 #include "shard/reducer.h"
+#include "shard/schedule.h"
 #include "shard/shard_group.h"
 
 namespace weft {
@@ -125,38 +127,37 @@ class Bench {
   size_t total() const { return total_; }
   size_t num_groups() const { return groups_.size(); }
 
-  // fsdp and fsdp-serial; returns the step time.
+  // fsdp (through ShardSchedule: prefetch, two gathers in flight) and
+  // fsdp-serial (every gather blocking); returns the step time.
   double Fsdp(bool prefetch) {
     Align();
     const auto t0 = Clock::now();
     const int n = static_cast<int>(groups_.size());
-    auto ready = [&](int g) {  // group g gathered and usable
-      if (!shards_[g]->unsharded()) Ok(shards_[g]->Unshard(prefetch ? &stream_ : nullptr));
-      Ok(stream_.Synchronize());
-    };
-    // Forward.
+    shard::ShardSchedule* s = prefetch ? &schedule_ : nullptr;
+    if (s != nullptr) Ok(s->BeginStep());
     for (int g = 0; g < n; ++g) {
-      ready(g);
-      if (prefetch && g + 1 < n) Ok(shards_[g + 1]->Unshard(&stream_));
+      Ok(s != nullptr ? s->PreForward(shards_[g].get()) : shards_[g]->Unshard(nullptr));
       Compute(g, 1.0 / 3);
-      Ok(shards_[g]->Reshard());
+      Ok(s != nullptr ? s->PostForward(shards_[g].get()) : shards_[g]->Reshard());
     }
-    // Backward: gather again, compute, reduce-scatter the gradients.
     for (int g = n - 1; g >= 0; --g) {
-      ready(g);
-      if (prefetch && g > 0) Ok(shards_[g - 1]->Unshard(&stream_));
+      Ok(s != nullptr ? s->PreBackward(shards_[g].get()) : shards_[g]->Unshard(nullptr));
       // Autograd's output for the group, written straight into the unsharded
       // layout (gradients as views of it), so the reduce-scatter needs no copy.
       void* grads = Check(pool_.Get(shards_[g]->full_numel() * sizeof(float)));
       Compute(g, 2.0 / 3);
-      Ok(shards_[g]->ReduceGradsFlat(grads, DataType::kFloat32, &stream_));
-      stream_.Enqueue([this, grads] {
+      if (s != nullptr) {
+        Ok(s->PostBackwardFlat(shards_[g].get(), grads, DataType::kFloat32));
+      } else {
+        Ok(shards_[g]->ReduceGradsFlat(grads, DataType::kFloat32, &stream_));
+        Ok(shards_[g]->Reshard());
+      }
+      stream_.Enqueue([this, grads] {  // after its reduction
         pool_.Put(grads);
         return absl::OkStatus();
       });
-      Ok(shards_[g]->Reshard());  // its backward is done; the stream keeps the reduce's buffers
     }
-    Ok(stream_.Synchronize());
+    Ok(s != nullptr ? s->EndStep() : stream_.Synchronize());
     return Ms(Clock::now() - t0);
   }
 
@@ -202,6 +203,7 @@ class Bench {
   size_t total_ = 0;
   shard::BufferPool pool_;
   HostStream stream_;
+  shard::ShardSchedule schedule_{&stream_, /*reshard_after_forward=*/true};
   std::vector<std::unique_ptr<shard::ShardGroup>> shards_;
   std::vector<std::vector<float>> adam_;
   std::unique_ptr<shard::Reducer> ddp_;

@@ -1,8 +1,11 @@
 #include "comm/mpi/comm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <thread>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "comm/mpi/bootstrap.h"
 #include "comm/registry.h"
 #include "core/env.h"
@@ -14,6 +17,21 @@ namespace {
 
 // Segments past this would overflow MPI's int counts (and any cache).
 constexpr size_t kMaxSegmentBytes = size_t{1} << 30;
+
+// More ranks of the job on this node than cores? Judged from the launcher's
+// count of local ranks (every MPI launcher sets one of these); unknown
+// counts as oversubscribed, the safe side.
+bool Oversubscribed() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
+                           "SLURM_NTASKS_PER_NODE"}) {
+    const char* v = std::getenv(name);
+    int local = 0;
+    if (v != nullptr && absl::SimpleAtoi(v, &local) && local > 0) {
+      return static_cast<unsigned>(local) > std::thread::hardware_concurrency();
+    }
+  }
+  return true;
+}
 
 // Wraps a new MPI communicator (taking ownership) after making MPI report
 // its errors to weft instead of aborting the job.
@@ -29,13 +47,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Wrap(MPI_Comm comm, const CommOpti
       return s;
     }
   }
-  return std::unique_ptr<Communicator>(new MpiComm(comm, rank, size, options));
+  return std::unique_ptr<Communicator>(new MpiComm(comm, rank, size, Oversubscribed(), options));
 }
 
 }  // namespace
 
-MpiComm::MpiComm(MPI_Comm comm, int rank, int size, const CommOptions& options)
-    : Communicator(rank, size, options), comm_(comm) {}
+MpiComm::MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const CommOptions& options)
+    : Communicator(rank, size, options), comm_(comm),
+      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning_.spin) {}
 
 MpiComm::~MpiComm() {
   // After a failure, pending sends may still read the scratch (MPI cannot

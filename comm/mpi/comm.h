@@ -20,6 +20,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 
@@ -38,12 +39,15 @@ struct Tuning {
   // Messages of at most this many bytes per rank go straight to every peer
   // in one step (latency bound) instead of round the ring (bandwidth bound).
   size_t direct_bytes = 16 << 10;
+  // Polling without yielding when each rank on this node has a core.
+  std::chrono::microseconds spin{200};
 };
 
 class MpiComm final : public Communicator {
  public:
   // Takes ownership of `comm` (freed in the destructor).
-  MpiComm(MPI_Comm comm, int rank, int size, const CommOptions& options);
+  // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
+  MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const CommOptions& options);
   ~MpiComm() override;
   Backend backend() const override { return Backend::kMpi; }
 
@@ -59,7 +63,7 @@ class MpiComm final : public Communicator {
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
 
  private:
-  WaitSpec Wait() const { return {comm_, rank(), options().timeout_ms, this}; }
+  WaitSpec Wait() const { return {comm_, rank(), options().timeout_ms, this, spin_}; }
   // OK, or why this communicator can no longer run collectives.
   absl::Status Usable() const;
   // Runs a schedule; a failure other than Aborted breaks the communicator.
@@ -75,6 +79,7 @@ class MpiComm final : public Communicator {
 
   MPI_Comm comm_;
   Tuning tuning_;
+  std::chrono::microseconds spin_;
   absl::Status broken_;  // set once, by the collective that failed
   std::unique_ptr<unsigned char[]> scratch_;
   size_t scratch_bytes_ = 0;

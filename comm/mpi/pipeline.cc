@@ -15,7 +15,7 @@ namespace weft {
 namespace mpi {
 namespace {
 
-// Polls before the first yield: a reply from a peer on another core usually
+// Polls before the first yield even when ranks share cores: a reply often
 // comes within a few microseconds, and yielding costs about as much.
 constexpr int kSpins = 64;
 // After this long without progress the peer is busy elsewhere (computing,
@@ -52,6 +52,7 @@ absl::Status Poller::Idle() {
   }
   if (++idle_ <= kSpins) return absl::OkStatus();
   const auto waited = std::chrono::steady_clock::now() - last_progress_;
+  if (waited < w_.spin) return absl::OkStatus();
   if (waited >= std::chrono::milliseconds(w_.timeout_ms)) {
     return Timeout("rank %d waited %d ms without progress", w_.rank, w_.timeout_ms);
   }

@@ -18,8 +18,8 @@
 // two ranks with one tag are then posted in the same order on both sides,
 // which is all MPI's non-overtaking rule needs to match them.
 //
-// The loop polls MPI_Testsome: a few spins, then sched_yield, then short
-// sleeps, so several ranks sharing a core still make progress. It returns
+// The loop polls MPI_Testsome: spins (WaitSpec::spin), then sched_yield, then
+// short sleeps, so several ranks sharing a core still make progress. It returns
 // Timeout after `timeout_ms` without any progress and Aborted as soon as the
 // owning communicator is aborted, cancelling its receives first.
 #ifndef WEFT_COMM_MPI_PIPELINE_H_
@@ -66,6 +66,11 @@ struct WaitSpec {
   int rank = 0;
   int timeout_ms = 0;
   const Communicator* owner = nullptr;  // checked for aborted(); may be null
+  // How long to poll without yielding. When every local rank has a core of
+  // its own, yielding only adds latency (and on a loaded machine hands the
+  // core to someone else for a whole time slice); when ranks share cores,
+  // the peer we wait for may need ours, so spin only briefly.
+  std::chrono::microseconds spin{0};
 };
 
 // Polls requests with backoff, timeout and abort checks.

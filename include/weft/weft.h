@@ -247,8 +247,10 @@ weftResult_t weftBarrier(weftComm_t comm);
  * CUDA memory `stream` is a cudaStream_t, the call is enqueued on it and
  * returns, and found_inf, norms and total are device pointers (an optimizer
  * can read them without a host synchronisation). For host memory `stream` is
- * NULL (the call returns when done) or a weftStream_t (enqueued). Sources and
- * destinations must not overlap. Any thread may call these; they touch no
+ * NULL (the call returns when done) or a weftStream_t (enqueued). The
+ * tensor lists and offsets are read before the call returns; only the buffers
+ * must stay valid until the work has run. Sources and destinations must not
+ * overlap. Any thread may call these; they touch no
  * communicator. Errors (weftInvalidArgument) name the argument and value. */
 
 /* A flat view of one tensor: `count` elements of `dtype` at `data`. */

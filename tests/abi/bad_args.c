@@ -37,6 +37,7 @@ typedef char check_type_values[(weftInt64 == 7 && weftBfloat16 == 2) ? 1 : -1];
 typedef char check_op_values[(weftAvg == 4) ? 1 : -1];
 typedef char check_shard_config_size[sizeof(weftShardGroupConfig_t) == 24 ? 1 : -1];
 typedef char check_param_desc_size[sizeof(weftParamDesc_t) == 80 ? 1 : -1];
+typedef char check_tensor_size[sizeof(weftTensor_t) == 24 ? 1 : -1];
 
 int main(void) {
   weftComm_t comm = NULL, bad = NULL;

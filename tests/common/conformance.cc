@@ -113,8 +113,9 @@ std::string CheckSplit(Communicator& comm, uint64_t seed) {
     const auto off = static_cast<int64_t>(seed % 1000);
     int64_t in = r + off, out = -1;
     const absl::Status s = (*sub)->AllReduce(&in, &out, 1, DataType::kInt64, RedOp::kSum, nullptr);
-    Expect(s.ok() && out == members + size * off,
-           absl::StrCat("parity split all-reduce: ", s.ToString(), " ", out, ", expected ", members + size * off), &err);
+    const int64_t want = members + size * off;
+    Expect(s.ok() && out == want,
+           absl::StrCat("parity split all-reduce: ", s.ToString(), " ", out, ", expected ", want), &err);
   }
   // One color, equal keys: old order kept.
   {
@@ -166,7 +167,8 @@ std::string CheckHostStreams(Communicator& comm, uint64_t seed) {
   auto enqueue = [&](const char* what, const absl::Status& s) {
     Expect(s.ok(), absl::StrCat("enqueueing ", what, ": ", s.ToString()), &err);
   };
-  enqueue("all_reduce", comm.AllReduce(ar_in.data(), ar_out.data(), ar_in.size(), DataType::kFloat32, RedOp::kSum, &s1));
+  enqueue("all_reduce",
+          comm.AllReduce(ar_in.data(), ar_out.data(), ar_in.size(), DataType::kFloat32, RedOp::kSum, &s1));
   enqueue("all_gather", comm.AllGather(ag_in.data(), ag_out.data(), 5, DataType::kInt32, &s2));
   enqueue("broadcast", comm.Broadcast(bc.data(), bc.data(), bc.size(), DataType::kFloat64, root, &s1));
   enqueue("reduce_scatter", comm.ReduceScatter(rs_in.data(), rs_out.data(), 3, DataType::kInt64, RedOp::kSum, &s2));
@@ -221,8 +223,8 @@ std::string CheckTimeout(Communicator& comm) {
   const auto t0 = Clock::now();
   const absl::Status s = comm.AllReduce(&in, &out, 1, DataType::kFloat32, RedOp::kSum, nullptr);
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-  Expect(absl::IsDeadlineExceeded(s), "a lone all_reduce returned " + s.ToString() + ", expected DEADLINE_EXCEEDED",
-         &err);
+  Expect(absl::IsDeadlineExceeded(s),
+         "a lone all_reduce returned " + s.ToString() + ", expected DEADLINE_EXCEEDED", &err);
   Expect(absl::StrContains(s.message(), absl::StrCat("rank ", r)) && absl::StrContains(s.message(), "all_reduce"),
          absl::StrCat("timeout message \"", s.message(), "\" does not name rank ", r, " and all_reduce"), &err);
   Expect(waited < comm.options().timeout_ms + 10000, absl::StrCat("the timeout took ", waited, " ms"), &err);

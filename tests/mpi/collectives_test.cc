@@ -2,11 +2,14 @@
 // rank per process (mpiexec -n 2 and -n 4; see meson.build).
 #include <mpi.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/mpi/bootstrap.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
@@ -46,6 +49,33 @@ TEST(Mpi, AutoPicksMpiUnderMpiexec) {
   ASSERT_TRUE(comm.ok()) << comm.status();
   EXPECT_EQ((*comm)->backend(), Backend::kMpi);
   EXPECT_EQ((*comm)->size(), WorldSize());
+}
+
+// Launched() judges from the environment alone; each launcher's variables,
+// set and cleared here (and restored), flip it.
+TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
+  EXPECT_TRUE(mpi::Launched());  // we run under mpiexec
+  const char* vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS",
+                        "MV2_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* v : vars) {
+    if (const char* x = std::getenv(v)) saved.emplace_back(v, x);
+    unsetenv(v);
+  }
+  EXPECT_FALSE(mpi::Launched());
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_NTASKS", "4", 1);  // an sbatch script, not a task of srun
+  EXPECT_FALSE(mpi::Launched());
+  setenv("SLURM_STEP_NUM_TASKS", "4", 1);
+  EXPECT_TRUE(mpi::Launched());
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_NTASKS");
+  unsetenv("SLURM_STEP_NUM_TASKS");
+  setenv("PMI_SIZE", "2", 1);  // MPICH's hydra
+  EXPECT_TRUE(mpi::Launched());
+  unsetenv("PMI_SIZE");
+  for (const auto& [k, v] : saved) setenv(k.c_str(), v.c_str(), 1);
+  EXPECT_TRUE(mpi::Launched());
 }
 
 TEST(Mpi, CollectiveMatrix) {

@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   weftBackend_t backend = weftBackendAuto;
   if (strcmp(mode, "weft-owns") == 0) {
     if (weftCommInitWorld(&comm, &cfg) != weftSuccess) return fail("init failed");
-    if (weftCommGetBackend(comm, &backend) != weftSuccess || backend != weftBackendMpi) return fail("auto did not pick MPI");
+    if (weftCommGetBackend(comm, &backend) != weftSuccess || backend != weftBackendMpi) {
+      return fail("auto did not pick MPI");
+    }
     if (all_reduce_once(comm)) return 1;
     MPI_Initialized(&flag);
     if (!flag) return fail("MPI is not initialised after weftCommInitWorld");
@@ -56,7 +58,9 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Finalize();
     cfg.backend = weftBackendMpi;
-    if (weftCommInitWorld(&comm, &cfg) != weftInvalidUsage) return fail("init after MPI_Finalize did not fail with weftInvalidUsage");
+    if (weftCommInitWorld(&comm, &cfg) != weftInvalidUsage) {
+      return fail("init after MPI_Finalize did not fail with weftInvalidUsage");
+    }
     if (strstr(weftGetLastError(), "finalized") == NULL) return fail("the error does not say MPI was finalized");
     return 0;
   }
