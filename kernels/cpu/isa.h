@@ -1,0 +1,40 @@
+// The per-instruction-set pieces of the host kernels, chosen once per process
+// from what the CPU reports (cpuid through __builtin_cpu_supports):
+// AVX-512 (F, BW, VL), then AVX2 with F16C and FMA, then portable C++.
+//
+// Each piece handles one contiguous run and must give the reference's bits
+// for every input (kernels/reference/convert.h), whatever the alignment of
+// its pointers and the length of the run.
+#ifndef WEFT_KERNELS_CPU_ISA_H_
+#define WEFT_KERNELS_CPU_ISA_H_
+
+#include <cstddef>
+
+#include "kernels/types.h"
+
+namespace weft {
+namespace kernels {
+namespace cpu {
+
+struct Isa {
+  const char* name;
+  // dst[k] = convert(dst_t, scale * src[k]) (+ old dst[k]) for k < n; src == nullptr writes zeros.
+  void (*convert)(const void* src, DataType src_t, void* dst, DataType dst_t, size_t n, float scale,
+                  bool accumulate);
+  // x[k] = convert(t, x[k] * inv_scale); returns true if any result is inf or NaN.
+  bool (*unscale)(void* x, DataType t, size_t n, float inv_scale);
+  // The block sum of squares of kernels/types.h for n <= kNormBlock elements.
+  double (*block_sum_of_squares)(const void* x, DataType t, size_t n);
+};
+
+const Isa& PortableIsa();
+const Isa* Avx2Isa();    // nullptr when not compiled in
+const Isa* Avx512Isa();  // nullptr when not compiled in
+// The best one this CPU supports (WEFT_CPU_ISA=portable|avx2|avx512 lowers the choice, for tests).
+const Isa& BestIsa();
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace weft
+
+#endif  // WEFT_KERNELS_CPU_ISA_H_

@@ -1,0 +1,71 @@
+// The portable pieces: the reference element by element, plus the cases the
+// compiler vectorises on its own (plain copies, zero fills, float32 math).
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/reference/convert.h"
+
+namespace weft {
+namespace kernels {
+namespace cpu {
+namespace {
+
+using reference::ConvertElement;
+using reference::IsBitCopy;
+using reference::LoadFloat;
+using reference::StoreFloat;
+
+void Convert(const void* src, DataType src_t, void* dst, DataType dst_t, size_t n, float scale, bool accumulate) {
+  if (src == nullptr) {
+    std::memset(dst, 0, n * ElementSize(dst_t));
+    return;
+  }
+  if (IsBitCopy(src_t, dst_t, scale, accumulate)) {
+    std::memcpy(dst, src, n * ElementSize(src_t));
+    return;
+  }
+  if (src_t == DataType::kFloat32 && dst_t == DataType::kFloat32) {
+    const float* s = static_cast<const float*>(src);
+    float* d = static_cast<float*>(dst);
+    if (accumulate) {
+      for (size_t k = 0; k < n; ++k) d[k] = d[k] + s[k] * scale;
+    } else {
+      for (size_t k = 0; k < n; ++k) d[k] = s[k] * scale;
+    }
+    return;
+  }
+  for (size_t k = 0; k < n; ++k) ConvertElement(src, k, src_t, dst, k, dst_t, scale, accumulate);
+}
+
+bool Unscale(void* x, DataType t, size_t n, float inv_scale) {
+  bool found = false;
+  for (size_t k = 0; k < n; ++k) {
+    StoreFloat(x, k, t, LoadFloat(x, k, t) * inv_scale);
+    found |= !std::isfinite(LoadFloat(x, k, t));
+  }
+  return found;
+}
+
+double BlockSumOfSquares(const void* x, DataType t, size_t n) {
+  double lane[kNormLanes] = {};
+  for (size_t k = 0; k < n; ++k) {
+    const double v = LoadFloat(x, k, t);
+    lane[k % kNormLanes] += v * v;
+  }
+  for (size_t w = kNormLanes / 2; w >= 1; w /= 2) {
+    for (size_t l = 0; l < w; ++l) lane[l] += lane[l + w];
+  }
+  return lane[0];
+}
+
+}  // namespace
+
+const Isa& PortableIsa() {
+  static const Isa isa{"portable", Convert, Unscale, BlockSumOfSquares};
+  return isa;
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace weft

@@ -1,0 +1,158 @@
+// Checks, memory-kind detection and dispatch for kernels/kernels.h.
+#include "kernels/kernels.h"
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/stream.h"
+#include "kernels/check.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/device.h"
+#include "kernels/plan.h"
+
+namespace weft {
+namespace kernels {
+namespace {
+
+// Runs host work now (stream == nullptr) or enqueues it on a host stream. The
+// work must own everything it reads but the caller's buffers.
+absl::Status RunOnHost(const char* kernel, void* stream, std::function<void()> work) {
+  if (stream == nullptr) {
+    work();
+    return absl::OkStatus();
+  }
+  HostStream* hs = HostStream::Find(stream);
+  if (hs == nullptr) {
+    return InvalidArgument("%s: stream = %p is not a live weft host stream (host memory takes NULL or a "
+                           "weftStream_t from weftStreamCreate)", kernel, stream);
+  }
+  hs->Enqueue([work = std::move(work)] {
+    work();
+    return absl::OkStatus();
+  });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const DeviceKernels*> Device(const char* kernel, void* stream) {
+  const DeviceKernels* dk = GetDeviceKernels();
+  if (dk == nullptr) {
+    return Unsupported("%s: the buffers are in CUDA memory, but this build of weft has no device kernels", kernel);
+  }
+  if (stream != nullptr && HostStream::Find(stream) != nullptr) {
+    return InvalidArgument("%s: stream = %p is a weft host stream, but the buffers are in CUDA memory (pass a "
+                           "cudaStream_t)", kernel, stream);
+  }
+  return dk;
+}
+
+absl::Status DeviceResult(const char* kernel, const DeviceKernels* dk, int code) {
+  if (code == 0) return absl::OkStatus();
+  return SystemError("%s: %s kernels failed: %s (%d)", kernel, dk->name, dk->error_string(code), code);
+}
+
+absl::Status RunCopy(const char* kernel, absl::StatusOr<CopyPlan> planned, float scale, bool accumulate,
+                     void* stream) {
+  if (!planned.ok()) return Annotate(planned.status(), kernel);
+  CopyPlan plan = std::move(planned).value();
+  if (plan.total == 0) return absl::OkStatus();
+  OverlapCheck overlap;
+  overlap.AddPlan(plan);
+  RETURN_IF_ERROR(Annotate(overlap.Check(), kernel));
+  MemoryCheck memory;
+  memory.AddPlan(plan);
+  absl::StatusOr<MemKind> kind = memory.Kind();
+  if (!kind.ok()) return Annotate(kind.status(), kernel);
+  if (*kind == MemKind::kCuda) {
+    ASSIGN_OR_RETURN(const DeviceKernels* dk, Device(kernel, stream));
+    return DeviceResult(kernel, dk, dk->copy(plan.segments.data(), plan.segments.size(), scale, accumulate, stream));
+  }
+  return RunOnHost(kernel, stream, [segments = std::move(plan.segments), scale, accumulate] {
+    cpu::Copy(segments, scale, accumulate);
+  });
+}
+
+// Tensors for unscale and norm: checked, and the non-empty ones kept.
+absl::StatusOr<std::vector<TensorRef>> MathTensors(absl::Span<const TensorRef> tensors, OverlapCheck& overlap,
+                                                   MemoryCheck& memory, bool written) {
+  RETURN_IF_ERROR(CheckTensors("tensors", tensors, /*allow_float64=*/false));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const size_t bytes = tensors[i].count * ElementSize(tensors[i].dtype);
+    if (written) {
+      overlap.Write("tensors", static_cast<long>(i), tensors[i].data, bytes);
+    } else {
+      overlap.Read("tensors", static_cast<long>(i), tensors[i].data, bytes);
+    }
+    if (tensors[i].count > 0) memory.Add("tensors", static_cast<long>(i), tensors[i].data);
+  }
+  return std::vector<TensorRef>(tensors.begin(), tensors.end());
+}
+
+}  // namespace
+
+absl::Status Flatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, const size_t* offsets,
+                     float scale, void* stream) {
+  return RunCopy("flatten", PlanFlatten(srcs, dst, dst_t, offsets), scale, false, stream);
+}
+
+absl::Status Unflatten(const void* src, DataType src_t, const size_t* offsets, absl::Span<const TensorRef> dsts,
+                       float scale, bool accumulate, void* stream) {
+  return RunCopy("unflatten", PlanUnflatten(src, src_t, offsets, dsts), scale, accumulate, stream);
+}
+
+absl::Status ChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts, void* dst,
+                      DataType dst_t, float scale, void* stream) {
+  return RunCopy("chunk_cat", PlanChunkCat(srcs, world, chunk_counts, dst, dst_t), scale, false, stream);
+}
+
+absl::Status ChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
+                        absl::Span<const TensorRef> dsts, float scale, bool accumulate, void* stream) {
+  return RunCopy("chunk_split", PlanChunkSplit(src, src_t, world, chunk_counts, dsts), scale, accumulate, stream);
+}
+
+absl::Status UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_scale, int* found_inf,
+                                void* stream) {
+  constexpr const char* kKernel = "unscale_check_finite";
+  if (found_inf == nullptr) return InvalidArgument("%s: found_inf is NULL", kKernel);
+  OverlapCheck overlap;
+  MemoryCheck memory;
+  absl::StatusOr<std::vector<TensorRef>> list = MathTensors(tensors, overlap, memory, /*written=*/true);
+  if (!list.ok()) return Annotate(list.status(), kKernel);
+  overlap.Write("found_inf", -1, found_inf, sizeof(int));
+  RETURN_IF_ERROR(Annotate(overlap.Check(), kKernel));
+  memory.Add("found_inf", -1, found_inf);
+  absl::StatusOr<MemKind> kind = memory.Kind();
+  if (!kind.ok()) return Annotate(kind.status(), kKernel);
+  if (*kind == MemKind::kCuda) {
+    ASSIGN_OR_RETURN(const DeviceKernels* dk, Device(kKernel, stream));
+    return DeviceResult(kKernel, dk, dk->unscale(list->data(), list->size(), inv_scale, found_inf, stream));
+  }
+  return RunOnHost(kKernel, stream, [list = *std::move(list), inv_scale, found_inf] {
+    cpu::UnscaleCheckFinite(list, inv_scale, found_inf);
+  });
+}
+
+absl::Status L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* total, void* stream) {
+  constexpr const char* kKernel = "l2_norm";
+  if (total == nullptr) return InvalidArgument("%s: total is NULL", kKernel);
+  OverlapCheck overlap;
+  MemoryCheck memory;
+  absl::StatusOr<std::vector<TensorRef>> list = MathTensors(tensors, overlap, memory, /*written=*/false);
+  if (!list.ok()) return Annotate(list.status(), kKernel);
+  overlap.Write("norms", -1, norms, tensors.size() * sizeof(float));
+  overlap.Write("total", -1, total, sizeof(float));
+  RETURN_IF_ERROR(Annotate(overlap.Check(), kKernel));
+  memory.Add("norms", -1, tensors.empty() ? nullptr : norms);
+  memory.Add("total", -1, total);
+  absl::StatusOr<MemKind> kind = memory.Kind();
+  if (!kind.ok()) return Annotate(kind.status(), kKernel);
+  if (*kind == MemKind::kCuda) {
+    ASSIGN_OR_RETURN(const DeviceKernels* dk, Device(kKernel, stream));
+    return DeviceResult(kKernel, dk, dk->l2norm(list->data(), list->size(), norms, total, stream));
+  }
+  return RunOnHost(kKernel, stream, [list = *std::move(list), norms, total] { cpu::L2Norm(list, norms, total); });
+}
+
+}  // namespace kernels
+}  // namespace weft

@@ -1,0 +1,116 @@
+// Inputs and comparisons for the kernel tests: random values salted with the
+// cases that break conversions (inf, NaN, subnormals, values that overflow
+// float16, -0.0), poisoned outputs, and bit-for-bit comparison.
+#ifndef WEFT_TESTS_UNIT_KERNELS_TEST_UTIL_H_
+#define WEFT_TESTS_UNIT_KERNELS_TEST_UTIL_H_
+
+#include <cstddef>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/types.h"
+
+namespace weft {
+namespace kernels {
+namespace testing {
+
+inline constexpr DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16,
+                                           DataType::kFloat64};
+
+// A byte buffer holding `count` elements of `t` starting `misalign` elements
+// past a 64-byte boundary.
+class Buffer {
+ public:
+  Buffer(DataType t, size_t count, size_t misalign = 0)
+      : t_(t), count_(count), misalign_(misalign), bytes_((count + misalign) * ElementSize(t) + 64) {}
+  // A copy holds the same elements at the same misalignment (the raw bytes
+  // alone would not do: the copy's 64-byte boundary falls elsewhere).
+  Buffer(const Buffer& o) : Buffer(o.t_, o.count_, o.misalign_) { std::memcpy(data(), o.data(), o.bytes()); }
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&&) = default;
+  void* data() { return Base() + misalign_ * ElementSize(t_); }
+  const void* data() const { return const_cast<Buffer*>(this)->data(); }
+  size_t count() const { return count_; }
+  DataType dtype() const { return t_; }
+  size_t bytes() const { return count_ * ElementSize(t_); }
+  TensorRef ref() { return {data(), count_, t_}; }
+  // 0xA5 in every byte: finite values no kernel here writes by chance, so an
+  // element left unwritten (or written where it should not be) shows.
+  void Poison() { std::memset(Base(), 0xA5, bytes_.size() - static_cast<size_t>(Base() - bytes_.data())); }
+
+ private:
+  unsigned char* Base() {
+    uintptr_t p = reinterpret_cast<uintptr_t>(bytes_.data());
+    return bytes_.data() + ((64 - p % 64) % 64);
+  }
+  DataType t_;
+  size_t count_, misalign_;
+  std::vector<unsigned char> bytes_;
+};
+
+// Random finite values of varied magnitude, with about 1 in 16 elements a
+// special value: +-inf, NaN, float32 and float16 subnormals, values beyond
+// float16's range, +-0.0, values exactly halfway between bfloat16 neighbours.
+inline void FillRandom(Buffer& b, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> mant(-2.0, 2.0);
+  std::uniform_int_distribution<int> expo(-30, 30);
+  std::uniform_int_distribution<int> pick(0, 15 + 12);
+  for (size_t i = 0; i < b.count(); ++i) {
+    double v = std::ldexp(mant(rng), expo(rng));
+    switch (pick(rng) - 16) {
+      case 0: v = INFINITY; break;
+      case 1: v = -INFINITY; break;
+      case 2: v = NAN; break;
+      case 3: v = -NAN; break;
+      case 4: v = 0x1p-140 * mant(rng); break;      // float32 subnormal
+      case 5: v = 0x1p-20 * mant(rng); break;       // float16 subnormal
+      case 6: v = 70000.0 * (1 + mant(rng)); break;  // overflows float16
+      case 7: v = -0.0; break;
+      case 8: v = 0.0; break;
+      case 9: v = BitsFloat(0x3f808000u); break;    // bfloat16 tie, rounds to even (down)
+      case 10: v = BitsFloat(0x3f818000u); break;   // bfloat16 tie, rounds up
+      case 11: v = 65519.0; break;                  // just under float16's rounding to inf
+      default: break;
+    }
+    switch (b.dtype()) {
+      case DataType::kFloat32: static_cast<float*>(b.data())[i] = static_cast<float>(v); break;
+      case DataType::kFloat64: static_cast<double*>(b.data())[i] = v; break;
+      case DataType::kFloat16: static_cast<uint16_t*>(b.data())[i] = FloatToHalf(static_cast<float>(v)); break;
+      case DataType::kBfloat16: static_cast<uint16_t*>(b.data())[i] = FloatToBf16(static_cast<float>(v)); break;
+      default: break;
+    }
+  }
+}
+
+// Index of the first element whose bits differ, or -1.
+inline long FirstDifference(const Buffer& a, const Buffer& b) {
+  const size_t size = ElementSize(a.dtype());
+  for (size_t i = 0; i < a.count(); ++i) {
+    if (std::memcmp(static_cast<const char*>(a.data()) + i * size, static_cast<const char*>(b.data()) + i * size,
+                    size) != 0) {
+      return static_cast<long>(i);
+    }
+  }
+  return -1;
+}
+
+inline std::string Hex(const Buffer& b, size_t i) {
+  const size_t size = ElementSize(b.dtype());
+  uint64_t v = 0;
+  std::memcpy(&v, static_cast<const char*>(b.data()) + i * size, size);
+  char s[32];
+  std::snprintf(s, sizeof(s), "0x%0*llx", static_cast<int>(2 * size), static_cast<unsigned long long>(v));
+  return s;
+}
+
+}  // namespace testing
+}  // namespace kernels
+}  // namespace weft
+
+#endif  // WEFT_TESTS_UNIT_KERNELS_TEST_UTIL_H_
