@@ -1,92 +1,81 @@
-// Multi-tensor L2 norm, deterministic: a fixed-order two-pass reduction with
-// no floating-point atomics.
+// Multi-tensor L2 norm with kernels/types.h's fixed blocking, so its bits are
+// the reference's and the same on every run and device. No floating-point
+// atomics; three passes:
 //
-//   pass 1  each unit (kChunk elements of one tensor) sums its squares in
-//           double: thread t takes a fixed stride of elements, then a fixed
-//           block tree. partial[unit] is written, never accumulated.
-//   pass 2  one block per tensor sums that tensor's partials in unit order
-//           (block tree again): tensor_sq[i], norms[i] = sqrt.
-//   pass 3  one block sums tensor_sq in tensor order: total.
-// Which unit a block runs changes with the grid, but what a unit computes
-// does not, so the bits depend only on the tensor sizes and values.
+//   pass 1  one unit per norm block (kNormBlock elements of one tensor):
+//           thread l is lane l, summing double(x)^2 over elements l, l + 256,
+//           ... in order; the lanes are combined by the fixed tree of
+//           BlockSum. partial[unit] is written, never accumulated.
+//   pass 2  one thread per tensor adds that tensor's partials in block order
+//           from +0.0: tensor_sq[i], and norms[i] = float(sqrt(tensor_sq[i])).
+//   pass 3  one thread adds tensor_sq in tensor order: total.
+// Which unit a block runs depends on the grid; what a unit computes does not.
 #include <cstdint>
 
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/segment.cuh"
+#include "kernels/types.h"
 
 namespace weft {
 namespace kernels {
 namespace cuda {
 namespace {
 
-template <class T>
-__device__ __forceinline__ double Square(typename T::Raw x) {
-  const double d = Widen<double>(T{}, x);
-  return d * d;  // exact for float, float16 and bfloat16 inputs
-}
+static_assert(kNormLanes == kThreads && kNormBlock == kChunk, "pass 1 maps lanes to threads and blocks to units");
+
+constexpr int kLoadsInFlight = 8;
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) NormPartialKernel(const __grid_constant__ Batch batch, double* partial) {
   using R = typename T::Raw;
-  constexpr int V = 16 / sizeof(R);
-  using P = Pack<T, V>;
   __shared__ double red[kThreads];
   for (uint32_t u = blockIdx.x; u < batch.units; u += gridDim.x) {
-    const int s = FindSegment(batch, u);
-    const Segment& seg = batch.seg[s];
+    const int s = FindRun(batch, u);
+    const Run& run = batch.seg[s];
     const uint64_t begin = static_cast<uint64_t>(u - batch.unit_start[s]) * kChunk;
-    const uint64_t left = seg.n - begin;
+    const uint64_t left = run.n - begin;
     const uint32_t n = static_cast<uint32_t>(left < kChunk ? left : kChunk);
-    const R* src = static_cast<const R*>(seg.src) + begin;
-    const uint32_t head = AlignedStart<V>(src, src, n);
-    const uint32_t nvec = (n - head) / V;
-    const uint32_t tail = head + nvec * V;
-    double acc = 0.0;
-    for (uint32_t i = threadIdx.x; i < head; i += kThreads) acc += Square<T>(src[i]);
-    const P* vs = reinterpret_cast<const P*>(src + head);
-    for (uint32_t v0 = threadIdx.x; v0 < nvec; v0 += kThreads * kUnroll) {
-      P in[kUnroll];
+    const R* src = static_cast<const R*>(run.src) + begin;
+    double lane = 0.0;
+    // Loads of a round are all issued before the first add; adds stay in element order.
+    for (uint32_t i0 = threadIdx.x; i0 < n; i0 += kThreads * kLoadsInFlight) {
+      R x[kLoadsInFlight];
 #pragma unroll
-      for (int r = 0; r < kUnroll; ++r) {
-        if (v0 + r * kThreads < nvec) in[r] = vs[v0 + r * kThreads];
+      for (int r = 0; r < kLoadsInFlight; ++r) {
+        const uint32_t i = i0 + r * kThreads;
+        x[r] = i < n ? src[i] : R(0);
       }
 #pragma unroll
-      for (int r = 0; r < kUnroll; ++r) {
-        if (v0 + r * kThreads < nvec) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) acc += Square<T>(in[r].v[k]);
+      for (int r = 0; r < kLoadsInFlight; ++r) {
+        if (i0 + r * kThreads < n) {
+          const double d = Widen<double>(T{}, x[r]);
+          lane = __dadd_rn(lane, __dmul_rn(d, d));  // d * d is exact: no FMA question
         }
       }
     }
-    for (uint32_t i = tail + threadIdx.x; i < n; i += kThreads) acc += Square<T>(src[i]);
-    const double sum = BlockSum(acc, red);
+    const double sum = BlockSum(lane, red);
     if (threadIdx.x == 0) partial[batch.unit_base + u] = sum;
   }
 }
 
-// Block s: tensor batch.tag[s], from its partials in unit order.
+// Thread s: tensor batch.tag[s], its partials in block order.
 __global__ void __launch_bounds__(kThreads) NormTensorKernel(const __grid_constant__ Batch batch,
                                                              const double* partial, double* tensor_sq,
                                                              float* norms) {
-  __shared__ double red[kThreads];
-  const uint32_t s = blockIdx.x;
+  const uint32_t s = blockIdx.x * kThreads + threadIdx.x;
+  if (s >= batch.count) return;
   const uint64_t b = batch.unit_base + batch.unit_start[s];
   const uint64_t e = batch.unit_base + batch.unit_start[s + 1];
-  double acc = 0.0;
-  for (uint64_t i = b + threadIdx.x; i < e; i += kThreads) acc += partial[i];
-  const double sum = BlockSum(acc, red);
-  if (threadIdx.x == 0) {
-    tensor_sq[batch.tag[s]] = sum;
-    if (norms != nullptr) norms[batch.tag[s]] = __double2float_rn(sqrt(sum));
-  }
+  double sum = 0.0;
+  for (uint64_t i = b; i < e; ++i) sum = __dadd_rn(sum, partial[i]);
+  tensor_sq[batch.tag[s]] = sum;
+  if (norms != nullptr) norms[batch.tag[s]] = __double2float_rn(sqrt(sum));
 }
 
-__global__ void __launch_bounds__(kThreads) NormTotalKernel(const double* tensor_sq, int n, float* total) {
-  __shared__ double red[kThreads];
-  double acc = 0.0;
-  for (int i = threadIdx.x; i < n; i += kThreads) acc += tensor_sq[i];
-  const double sum = BlockSum(acc, red);
-  if (threadIdx.x == 0) *total = __double2float_rn(sqrt(sum));
+__global__ void NormTotalKernel(const double* tensor_sq, size_t n, float* total) {
+  double all = 0.0;
+  for (size_t i = 0; i < n; ++i) all = __dadd_rn(all, tensor_sq[i]);
+  *total = __double2float_rn(sqrt(all));
 }
 
 template <class T>
@@ -100,18 +89,19 @@ cudaError_t LaunchNormBatch(const Batch& b, double* partial, double* tensor_sq, 
     const cudaError_t le = cudaGetLastError();
     if (le != cudaSuccess) return le;
   }
-  NormTensorKernel<<<b.count, kThreads, 0, stream>>>(b, partial, tensor_sq, norms);
+  NormTensorKernel<<<(b.count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(b, partial, tensor_sq, norms);
   return cudaGetLastError();
 }
 
-cudaError_t EnqueueNorm(const Tensor* tensors, int n, float* norms, float* total, double* partial,
+cudaError_t EnqueueNorm(const TensorRef* tensors, size_t n, float* norms, float* total, double* partial,
                         double* tensor_sq, cudaStream_t stream) {
-  BatchBuilder bb(/*keep_empty=*/true);
+  BatchBuilder bb(/*keep_empty=*/true);  // an empty tensor still gets its norm, 0
   for (DataType t : kFloatTypes) {
+    if (t == DataType::kFloat64) continue;  // not a norm type (kernels/kernels.h)
     const cudaError_t e = WithType(t, [&](auto tag) {
       using T = decltype(tag);
       auto flush = [&](const Batch& b) { return LaunchNormBatch<T>(b, partial, tensor_sq, norms, stream); };
-      for (int i = 0; i < n; ++i) {
+      for (size_t i = 0; i < n; ++i) {
         if (tensors[i].dtype != t) continue;
         const cudaError_t ei = bb.Add({tensors[i].data, nullptr, tensors[i].count, 0}, i, flush);
         if (ei != cudaSuccess) return ei;
@@ -121,29 +111,29 @@ cudaError_t EnqueueNorm(const Tensor* tensors, int n, float* norms, float* total
     if (e != cudaSuccess) return e;
   }
   if (total == nullptr) return cudaSuccess;
-  NormTotalKernel<<<1, kThreads, 0, stream>>>(tensor_sq, n, total);
+  NormTotalKernel<<<1, 1, 0, stream>>>(tensor_sq, n, total);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t LaunchL2Norm(const Tensor* tensors, int n, float* norms, float* total, cudaStream_t stream) {
-  if (n < 0 || (n > 0 && tensors == nullptr)) return cudaErrorInvalidValue;
+int L2Norm(const TensorRef* tensors, size_t n, float* norms, float* total, void* stream) {
+  const auto st = static_cast<cudaStream_t>(stream);
   uint64_t units = 0;
-  for (int i = 0; i < n; ++i) {
-    if (!IsFloatType(tensors[i].dtype)) return cudaErrorInvalidValue;
+  for (size_t i = 0; i < n; ++i) {
+    if (!IsFloatType(tensors[i].dtype) || tensors[i].dtype == DataType::kFloat64) return cudaErrorInvalidValue;
     units += Units(tensors[i].count);
   }
-  // Scratch, stream-ordered so that graph capture records it as allocation nodes.
+  // Scratch, stream-ordered: graph capture records it as allocation nodes.
   double* scratch = nullptr;
-  const size_t bytes = (units + static_cast<uint64_t>(n)) * sizeof(double);
+  const size_t bytes = (units + n) * sizeof(double);
   if (bytes > 0) {
-    const cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), bytes, stream);
+    const cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), bytes, st);
     if (e != cudaSuccess) return e;
   }
-  const cudaError_t e = EnqueueNorm(tensors, n, norms, total, scratch, scratch + units, stream);
+  const cudaError_t e = EnqueueNorm(tensors, n, norms, total, scratch, scratch + units, st);
   if (scratch != nullptr) {
-    const cudaError_t fe = cudaFreeAsync(scratch, stream);
+    const cudaError_t fe = cudaFreeAsync(scratch, st);
     if (e == cudaSuccess) return fe;
   }
   return e;

@@ -1,18 +1,18 @@
 // The machinery every CUDA multi-tensor kernel here shares (nvcc only).
 //
-// A call's work is a list of *segments*: a source range, a destination range
-// and an element count, plus a number of destination elements after them to
-// zero (chunk_cat's padding). Flatten, unflatten, unscale, chunk_cat and its
-// inverse differ only in how they cut tensors into segments; the L2 norm
-// reads segments without writing.
+// A call's work is a list of *runs* (kernels/types.h's segments, or whole
+// tensors): a source range, a destination range and an element count, plus a
+// number of destination elements after them to zero (chunk_cat's padding).
+// Flatten, unflatten, unscale, chunk_cat and its inverse differ only in how
+// they are cut into runs; the L2 norm reads runs without writing.
 //
-// Segments travel in a Batch passed by value as the kernel's parameter (up to
+// Runs travel in a Batch passed by value as the kernel's parameter (up to
 // kMaxSegs per launch, about 20 KB: sm_70+ takes 32 KB of parameters since
 // CUDA 12.1), so a launch reads no host-written device memory and a CUDA
-// graph captures it whole. Each segment is cut into *units* of kChunk
-// elements; unit_start[s] is the first unit of segment s. A persistent grid
+// graph captures it whole. Each run is cut into *units* of kChunk
+// elements; unit_start[s] is the first unit of run s. A persistent grid
 // (the SM count times the occupancy, never more than the units) walks the
-// units: block b takes units b, b + gridDim.x, ...; a unit finds its segment
+// units: block b takes units b, b + gridDim.x, ...; a unit finds its run
 // by binary search over unit_start. Inside a unit, elements run in three
 // phases: a scalar head until both source and destination are 16-byte
 // aligned, a 16-byte vector body (kUnroll vectors in flight per thread), and
@@ -40,7 +40,7 @@ inline constexpr int kUnroll = 4;
 inline constexpr uint32_t kChunk = 16384;  // elements per unit
 inline constexpr int kMaxSegs = 512;
 
-struct Segment {
+struct Run {
   const void* src;
   void* dst;
   uint64_t n;      // elements converted from src to dst
@@ -53,7 +53,7 @@ struct Batch {
   uint64_t unit_base;                 // units of earlier batches of the same call (norm scratch index)
   uint32_t unit_start[kMaxSegs + 1];  // unit_start[count] == units
   uint32_t tag[kMaxSegs];             // the caller's tensor index
-  Segment seg[kMaxSegs];
+  Run seg[kMaxSegs];
 };
 // The kernel parameter limit on sm_70+ with CUDA >= 12.1, less room for the other arguments.
 static_assert(sizeof(Batch) + 64 <= 32764, "Batch no longer fits in the kernel parameters");
@@ -114,12 +114,114 @@ __device__ __forceinline__ bool IsFinite(F16, unsigned short x) { return (x & 0x
 __device__ __forceinline__ bool IsFinite(BF16, unsigned short x) { return (x & 0x7f80u) != 0x7f80u; }
 __device__ __forceinline__ bool IsFinite(F64, double x) { return isfinite(x); }
 
+// ---------------------------------------------------------------- NaN bits
+// The GPU's arithmetic and conversions turn every NaN into one canonical NaN;
+// the host reference (x86 SSE/AVX, core/dtype.h) keeps the sign and payload,
+// quiets it, and makes a negative "default NaN" from invalid operations
+// (inf * 0, inf - inf). To give the reference's bits, a NaN result is
+// followed as bits of the arithmetic type (uint32 for float, uint64 for
+// double) through these steps instead of through the float units.
+__device__ __forceinline__ uint32_t NanBits32(F32, float x) { return __float_as_uint(x); }
+__device__ __forceinline__ uint32_t NanBits32(F16, unsigned short h) {  // HalfToFloat: not quieted
+  return (static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7f800000u | (static_cast<uint32_t>(h & 0x3ffu) << 13);
+}
+__device__ __forceinline__ uint32_t NanBits32(BF16, unsigned short h) { return static_cast<uint32_t>(h) << 16; }
+// cvtss2sd: sign and payload kept, quieted.
+__device__ __forceinline__ uint64_t FloatNanToDouble(uint32_t u) {
+  return (static_cast<uint64_t>(u & 0x80000000u) << 32) | 0x7ff8000000000000ull |
+         (static_cast<uint64_t>(u & 0x7fffffu) << 29);
+}
+template <class T> __device__ __forceinline__ uint64_t NanBits64(T t, typename T::Raw x) {
+  return FloatNanToDouble(NanBits32(t, x));
+}
+__device__ __forceinline__ uint64_t NanBits64(F64, double x) { return static_cast<uint64_t>(__double_as_longlong(x)); }
+
+template <class C> struct NanOps;
+template <> struct NanOps<float> {
+  using Bits = uint32_t;
+  static constexpr Bits kQuiet = 0x00400000u;
+  static constexpr Bits kDefault = 0xffc00000u;  // x86's result of an invalid operation
+  template <class T> __device__ static Bits Of(T t, typename T::Raw x) { return NanBits32(t, x); }
+  __device__ static Bits OfScale(float s) { return __float_as_uint(s); }
+};
+template <> struct NanOps<double> {
+  using Bits = uint64_t;
+  static constexpr Bits kQuiet = 0x0008000000000000ull;
+  static constexpr Bits kDefault = 0xfff8000000000000ull;
+  template <class T> __device__ static Bits Of(T t, typename T::Raw x) { return NanBits64(t, x); }
+  __device__ static Bits OfScale(float s) { return FloatNanToDouble(__float_as_uint(s)); }
+};
+
+// A quiet NaN of the arithmetic type, rounded to the destination as core/dtype.h does.
+__device__ __forceinline__ float NarrowNan(F32, uint32_t u) { return __uint_as_float(u); }
+__device__ __forceinline__ unsigned short NarrowNan(F16, uint32_t u) {  // FloatToHalf
+  return static_cast<unsigned short>(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu));
+}
+__device__ __forceinline__ unsigned short NarrowNan(BF16, uint32_t u) {  // FloatToBf16
+  return static_cast<unsigned short>((u >> 16) | 0x0040u);
+}
+__device__ __forceinline__ double NarrowNan(F64, uint64_t q) { return __longlong_as_double(static_cast<long long>(q)); }
+__device__ __forceinline__ float NarrowNan(F32, uint64_t q) {  // cvtsd2ss: top payload bits kept
+  return __uint_as_float(static_cast<uint32_t>((q >> 32) & 0x80000000u) | 0x7fc00000u |
+                         static_cast<uint32_t>((q >> 29) & 0x7fffffu));
+}
+__device__ __forceinline__ unsigned short NarrowNan(F16, uint64_t q) {  // DoubleToHalf
+  return static_cast<unsigned short>(((q >> 48) & 0x8000u) | 0x7e00u);
+}
+__device__ __forceinline__ unsigned short NarrowNan(BF16, uint64_t q) {  // DoubleToBf16
+  return static_cast<unsigned short>(((q >> 48) & 0x8000u) | 0x7fc0u);
+}
+
+// What one element of a kernel does.
+enum class Mode : int {
+  kBitCopy,     // same type, scale 1, no accumulation: the bits move unchanged
+  kConvert,     // round(scale * x)
+  kAccumulate,  // round(old + scale * x)
+  kUnscale,     // round(scale * x), and flag a non-finite result
+};
+
+// One element, with the reference's arithmetic (kernels/reference/convert.h)
+// and its NaN bits. The product and the sum are _rn intrinsics: never
+// contracted into a fused multiply-add, which would round once where the host
+// rounds twice. When both the old value and the product are NaN the old one
+// wins (the reference's operand order).
+template <class S, class D, Mode kMode, class C = ComputeT<S, D>>
+__device__ __forceinline__ typename D::Raw Apply(typename S::Raw x, const typename D::Raw& old, float scale,
+                                                 bool& bad) {
+  if constexpr (kMode == Mode::kBitCopy) {
+    static_assert(std::is_same_v<S, D>, "a bit copy needs one type");
+    return x;
+  } else {
+    using N = NanOps<C>;
+    typename N::Bits nan = 0;  // non-zero: the result is this NaN
+    C v = Widen<C>(S{}, x);
+    if (isnan(v)) {
+      nan = N::Of(S{}, x) | N::kQuiet;
+    } else {
+      v = Mul(v, static_cast<C>(scale));  // exact widening of a float
+      if (isnan(v)) nan = isnan(scale) ? (N::OfScale(scale) | N::kQuiet) : N::kDefault;
+    }
+    if constexpr (kMode == Mode::kAccumulate) {
+      const C o = Widen<C>(D{}, old);
+      if (isnan(o)) {
+        nan = N::Of(D{}, old) | N::kQuiet;
+      } else if (nan == 0) {
+        v = Add(o, v);
+        if (isnan(v)) nan = N::kDefault;
+      }
+    }
+    const typename D::Raw r = nan != 0 ? NarrowNan(D{}, nan) : Narrow(D{}, v);
+    if constexpr (kMode == Mode::kUnscale) bad |= !IsFinite(D{}, r);
+    return r;
+  }
+}
+
 // ---------------------------------------------------------------- device helpers
 __device__ __forceinline__ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// The segment holding unit u: the last s with unit_start[s] <= u (empty
+// The run holding unit u: the last s with unit_start[s] <= u (empty
 // segments share their successor's start and are skipped over).
-__device__ __forceinline__ int FindSegment(const Batch& b, uint32_t u) {
+__device__ __forceinline__ int FindRun(const Batch& b, uint32_t u) {
   int lo = 0, hi = static_cast<int>(b.count) - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
@@ -207,7 +309,7 @@ class BatchBuilder {
   explicit BatchBuilder(bool keep_empty) : keep_empty_(keep_empty) { Reset(); }
 
   template <class Flush>
-  cudaError_t Add(const Segment& s, uint32_t tag, Flush&& flush) {
+  cudaError_t Add(const Run& s, uint32_t tag, Flush&& flush) {
     const uint64_t units = Units(s.n + s.zeros);
     if (units == 0 && !keep_empty_) return cudaSuccess;
     if (units > UINT32_MAX) return cudaErrorInvalidValue;  // 2^46 elements in one tensor
