@@ -120,28 +120,31 @@ int CopySegments(const kernels::Segment* segments, size_t n, float scale, bool a
       return cudaErrorInvalidValue;
     }
   }
+  static_assert(static_cast<int>(DataType::kFloat32) == 0 && static_cast<int>(DataType::kFloat16) == 1 &&
+                    static_cast<int>(DataType::kBfloat16) == 2 && static_cast<int>(DataType::kFloat64) == 3,
+                "pair indices assume the float types are 0..3");
+  // A batch holds one type pair: find the pairs present, then one pass over
+  // the segments per pair. Zero fills (src == nullptr) go with the pair
+  // (destination, destination), whose kernel writes the zeros.
+  auto index = [](DataType t) { return static_cast<int>(t); };  // 0..3 for the float types
+  auto pair_of = [&](const kernels::Segment& g) {
+    return index(g.dst_t) * 4 + index(g.src != nullptr ? g.src_t : g.dst_t);
+  };
+  unsigned present = 0;
+  for (size_t k = 0; k < n; ++k) present |= 1u << pair_of(segments[k]);
   BatchBuilder bb(/*keep_empty=*/false);
-  // A batch holds one type pair: one pass over the segments per pair present.
-  // Zero-fill segments (src == nullptr) go with the bit copies of their destination type.
   for (DataType dt : kFloatTypes) {
     for (DataType st_t : kFloatTypes) {
-      auto mine = [&](const kernels::Segment& g) {
-        return g.dst_t == dt && (g.src != nullptr ? g.src_t == st_t : st_t == dt);
-      };
-      bool any = false;
-      for (size_t k = 0; k < n && !any; ++k) any = mine(segments[k]);
-      if (!any) continue;
+      const int pair = index(dt) * 4 + index(st_t);
+      if ((present & (1u << pair)) == 0) continue;
       const cudaError_t e = WithType(st_t, [&](auto s) {
         return WithType(dt, [&](auto d) {
-          using S = decltype(s);
-          using D = decltype(d);
-          // Zero fills alone (no source of this type) run as bit copies, which write the zeros.
-          auto flush = [&](const Batch& b) { return LaunchPair<S, D>(b, args, accumulate, st); };
+          auto flush = [&](const Batch& b) { return LaunchPair<decltype(s), decltype(d)>(b, args, accumulate, st); };
           for (size_t k = 0; k < n; ++k) {
             const kernels::Segment& g = segments[k];
-            if (!mine(g)) continue;
-            const Run seg = g.src != nullptr ? Run{g.src, g.dst, g.count, 0} : Run{nullptr, g.dst, 0, g.count};
-            const cudaError_t ek = bb.Add(seg, static_cast<uint32_t>(k), flush);
+            if (pair_of(g) != pair) continue;
+            const Run run = g.src != nullptr ? Run{g.src, g.dst, g.count, 0} : Run{nullptr, g.dst, 0, g.count};
+            const cudaError_t ek = bb.Add(run, static_cast<uint32_t>(k), flush);
             if (ek != cudaSuccess) return ek;
           }
           return bb.Finish(flush);
