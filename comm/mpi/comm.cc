@@ -1,0 +1,155 @@
+#include "comm/mpi/comm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "comm/mpi/bootstrap.h"
+#include "comm/registry.h"
+#include "core/env.h"
+#include "core/status.h"
+
+namespace weft {
+namespace mpi {
+namespace {
+
+// Segments past this would overflow MPI's int counts (and any cache).
+constexpr size_t kMaxSegmentBytes = size_t{1} << 30;
+
+// More ranks of the job on this node than cores? Judged from the launcher's
+// count of local ranks (every MPI launcher sets one of these); unknown
+// counts as oversubscribed, the safe side.
+bool Oversubscribed() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
+                           "SLURM_NTASKS_PER_NODE"}) {
+    const char* v = std::getenv(name);
+    int local = 0;
+    if (v != nullptr && absl::SimpleAtoi(v, &local) && local > 0) {
+      return static_cast<unsigned>(local) > std::thread::hardware_concurrency();
+    }
+  }
+  return true;
+}
+
+// Wraps a new MPI communicator (taking ownership) after making MPI report
+// its errors to weft instead of aborting the job.
+absl::StatusOr<std::unique_ptr<Communicator>> Wrap(MPI_Comm comm, const CommOptions& options) {
+  int rank = 0, size = 0;
+  {
+    CallLock lock;
+    absl::Status s = CheckMpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    if (s.ok()) s = CheckMpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    if (s.ok()) s = CheckMpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    if (!s.ok()) {
+      MPI_Comm_free(&comm);
+      return s;
+    }
+  }
+  return std::unique_ptr<Communicator>(new MpiComm(comm, rank, size, Oversubscribed(), options));
+}
+
+}  // namespace
+
+MpiComm::MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const CommOptions& options)
+    : Communicator(rank, size, options), comm_(comm),
+      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning_.spin) {}
+
+MpiComm::~MpiComm() {
+  // After a failure, pending sends may still read the scratch (MPI cannot
+  // cancel them): leak it rather than let MPI read freed memory.
+  if (!broken_.ok()) static_cast<void>(scratch_.release());
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;  // MPI freed every communicator itself
+  CallLock lock;
+  MPI_Comm_free(&comm_);
+}
+
+absl::Status MpiComm::Usable() const {
+  if (broken_.ok()) return absl::OkStatus();
+  return InvalidUsage("rank %d: this communicator is unusable after an earlier failure (%s); destroy it",
+                      rank(), broken_.message());
+}
+
+absl::Status MpiComm::Run(Schedule& s, int window) {
+  absl::Status st = RunPipeline(s, window, Wait());
+  if (!st.ok()) broken_ = st;
+  return st;
+}
+
+void* MpiComm::Scratch(size_t bytes) {
+  if (bytes > scratch_bytes_) {
+    scratch_.reset(new unsigned char[bytes]);
+    scratch_bytes_ = bytes;
+  }
+  return scratch_.get();
+}
+
+size_t MpiComm::SegmentBytes() const {
+  const size_t s = options().segment_bytes;
+  return s == 0 ? tuning_.segment_bytes : std::min(s, kMaxSegmentBytes);
+}
+
+absl::Status MpiComm::DoBarrier() {
+  RETURN_IF_ERROR(Usable());
+  MPI_Request req;
+  {
+    CallLock lock;
+    RETURN_IF_ERROR(CheckMpi(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier"));
+  }
+  absl::Status s = WaitAll(1, &req, Wait(), "MPI_Ibarrier");
+  if (!s.ok()) broken_ = s;
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> MpiComm::DoSplit(int color, int key) {
+  // MPI_Comm_split blocks with no timeout; once every rank has passed this
+  // barrier it cannot wait on a missing one.
+  RETURN_IF_ERROR(DoBarrier());
+  MPI_Comm out = MPI_COMM_NULL;
+  {
+    CallLock lock;
+    RETURN_IF_ERROR(CheckMpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out),
+                             "MPI_Comm_split"));
+  }
+  if (out == MPI_COMM_NULL) return std::unique_ptr<Communicator>();
+  return Wrap(out, options());
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& in) {
+  const CommOptions options = ResolveOptions(in);
+  RETURN_IF_ERROR(EnsureInitialized());
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request req;
+  int world_rank = 0;
+  {
+    CallLock lock;
+    RETURN_IF_ERROR(CheckMpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "MPI_Comm_rank"));
+    // Nonblocking, so a rank that never arrives is a timeout, not a hang.
+    RETURN_IF_ERROR(CheckMpi(MPI_Comm_idup(MPI_COMM_WORLD, &comm, &req), "MPI_Comm_idup"));
+  }
+  RETURN_IF_ERROR(WaitAll(1, &req, {MPI_COMM_WORLD, world_rank, options.timeout_ms, nullptr},
+                          "duplicating MPI_COMM_WORLD"));
+  return Wrap(comm, options);
+}
+
+namespace {
+
+// auto picks MPI under a launcher, and also when the application has
+// initialised MPI itself (it is an MPI program, whatever started it).
+bool LaunchedOrInitialized() {
+  if (Launched()) return true;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+[[maybe_unused]] const bool kRegistered =
+    RegisterBackend({Backend::kMpi, MemKind::kHost, &LaunchedOrInitialized, &InitWorld});
+
+}  // namespace
+}  // namespace mpi
+}  // namespace weft

@@ -1,0 +1,95 @@
+// The MPI backend: host memory over OpenMPI point-to-point.
+//
+// The world communicator is a duplicate of MPI_COMM_WORLD (weft's traffic
+// never mixes with the application's), a split is MPI_Comm_split of its
+// parent, and each MpiComm owns and frees its MPI_Comm. Collectives are not
+// MPI's own: they are schedules for the polling engine (pipeline.h), so that
+//   - floating-point results are bit-identical on every rank: each chunk of
+//     a reduction is combined on one rank in one fixed order, then copied;
+//   - float16/bfloat16 are reduced in float32 and rounded once (core/reduce.h);
+//   - large messages run as cache-sized segments, several in flight;
+//   - a missing peer is a Timeout after options().timeout_ms, and Abort()
+//     ends a wait at once: no call blocks forever.
+// After a timeout the communicator refuses further collectives (its peers may
+// be anywhere in the schedule); destroy it.
+//
+//   ASSIGN_OR_RETURN(auto world, InitWorld(Backend::kMpi, options));  // under mpirun
+#ifndef WEFT_COMM_MPI_COMM_H_
+#define WEFT_COMM_MPI_COMM_H_
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+
+#include "comm/communicator.h"
+#include "comm/mpi/pipeline.h"
+
+namespace weft {
+namespace mpi {
+
+// Tuning of the collectives; defaults suit a few ranks on one node.
+struct Tuning {
+  // Pipelining segment (CommOptions::segment_bytes overrides).
+  size_t segment_bytes = 256 << 10;
+  // Lanes (segments) in flight per collective.
+  int window = 4;
+  // Messages of at most this many bytes per rank go straight to every peer
+  // in one step (latency bound) instead of round the ring (bandwidth bound).
+  size_t direct_bytes = 16 << 10;
+  // Polling without yielding when each rank on this node has a core.
+  std::chrono::microseconds spin{200};
+};
+
+class MpiComm final : public Communicator {
+ public:
+  // Takes ownership of `comm` (freed in the destructor).
+  // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
+  MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const CommOptions& options);
+  ~MpiComm() override;
+  Backend backend() const override { return Backend::kMpi; }
+
+ protected:
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
+                           void* stream) override;
+  absl::Status DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
+                               void* stream) override;
+  absl::Status DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) override;
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
+                           void* stream) override;
+  absl::Status DoBarrier() override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
+
+ private:
+  WaitSpec Wait() const { return {comm_, rank(), options().timeout_ms, this, spin_}; }
+  // OK, or why this communicator can no longer run collectives.
+  absl::Status Usable() const;
+  // Runs a schedule; a failure other than Aborted breaks the communicator.
+  absl::Status Run(Schedule& s, int window);
+  // Scratch of at least `bytes` (new[]-aligned), reused across calls.
+  void* Scratch(size_t bytes);
+  size_t SegmentBytes() const;
+  // Messages up to this size go direct; a segment setting below
+  // Tuning::direct_bytes lowers it too (a message is pipelined once it
+  // spans several segments), which is also how tests reach the ring with
+  // small counts.
+  size_t DirectBytes() const { return std::min(tuning_.direct_bytes, SegmentBytes()); }
+
+  MPI_Comm comm_;
+  Tuning tuning_;
+  std::chrono::microseconds spin_;
+  absl::Status broken_;  // set once, by the collective that failed
+  std::unique_ptr<unsigned char[]> scratch_;
+  size_t scratch_bytes_ = 0;
+};
+
+// The world communicator: MPI_COMM_WORLD duplicated (initialising MPI first
+// if nobody has).
+absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& options);
+
+}  // namespace mpi
+}  // namespace weft
+
+#endif  // WEFT_COMM_MPI_COMM_H_

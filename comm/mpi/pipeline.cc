@@ -1,0 +1,211 @@
+#include "comm/mpi/pipeline.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "comm/mpi/bootstrap.h"
+#include "core/status.h"
+
+namespace weft {
+namespace mpi {
+namespace {
+
+// Polls before the first yield even when ranks share cores: a reply often
+// comes within a few microseconds, and yielding costs about as much.
+constexpr int kSpins = 64;
+// After this long without progress the peer is busy elsewhere (computing,
+// or late); sleeping frees the core instead of spinning on sched_yield.
+constexpr auto kYieldPhase = std::chrono::milliseconds(5);
+constexpr auto kSleep = std::chrono::microseconds(50);
+
+// Releases the point-to-point requests still pending after a failure
+// (receives at even indices, sends at odd ones). Receives are cancelled so no
+// late message lands in a buffer; sends cannot be (OpenMPI ignores it), so a
+// buffer a send reads must outlive the communicator: see MpiComm::Break.
+void Abandon(std::vector<MPI_Request>& reqs) {
+  CallLock lock;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs[i] == MPI_REQUEST_NULL) continue;
+    if (i % 2 == 0) MPI_Cancel(&reqs[i]);
+    MPI_Request_free(&reqs[i]);
+  }
+}
+
+}  // namespace
+
+absl::Status CheckMpi(int rc, const char* call, int peer) {
+  if (rc == MPI_SUCCESS) return absl::OkStatus();
+  if (peer >= 0) return SystemError("%s (peer rank %d) failed: %s", call, peer, ErrorString(rc));
+  return SystemError("%s failed: %s", call, ErrorString(rc));
+}
+
+Poller::Poller(const WaitSpec& w) : w_(w), last_progress_(std::chrono::steady_clock::now()) {}
+
+absl::Status Poller::Idle() {
+  if (w_.owner != nullptr && w_.owner->aborted()) {
+    return Aborted("rank %d: the communicator was aborted while waiting", w_.rank);
+  }
+  if (++idle_ <= kSpins) return absl::OkStatus();
+  const auto waited = std::chrono::steady_clock::now() - last_progress_;
+  if (waited < w_.spin) return absl::OkStatus();
+  if (waited >= std::chrono::milliseconds(w_.timeout_ms)) {
+    return Timeout("rank %d waited %d ms without progress", w_.rank, w_.timeout_ms);
+  }
+  if (waited < kYieldPhase) {
+    sched_yield();
+  } else {
+    std::this_thread::sleep_for(kSleep);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Poller::Some(int n, MPI_Request* reqs, int* done) {
+  for (;;) {
+    int count = 0;
+    int rc;
+    {
+      CallLock lock;
+      rc = MPI_Testsome(n, reqs, &count, done, MPI_STATUSES_IGNORE);
+    }
+    RETURN_IF_ERROR(CheckMpi(rc, "MPI_Testsome"));
+    if (count == MPI_UNDEFINED) return InternalError("polled %d requests, none active", n);
+    if (count > 0) {
+      idle_ = 0;
+      last_progress_ = std::chrono::steady_clock::now();
+      return count;
+    }
+    RETURN_IF_ERROR(Idle());
+  }
+}
+
+absl::Status WaitAll(int n, MPI_Request* reqs, const WaitSpec& w, const char* what) {
+  Poller poller(w);
+  std::vector<int> done(static_cast<size_t>(n));
+  int pending = static_cast<int>(std::count_if(reqs, reqs + n, [](MPI_Request r) { return r != MPI_REQUEST_NULL; }));
+  while (pending > 0) {
+    absl::StatusOr<int> got = poller.Some(n, reqs, done.data());
+    // A nonblocking collective's request may be neither cancelled nor
+    // freed (MPI 3.1, 5.12): on failure it is left pending with its communicator.
+    if (!got.ok()) return Annotate(got.status(), what);
+    pending -= *got;
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The in-flight state of one slot.
+struct Slot {
+  size_t lane = 0;
+  int step = 0;
+  bool busy = false;
+  int from = -1, to = -1;  // peers of the transfers in flight, for messages
+};
+
+class Runner {
+ public:
+  Runner(Schedule& s, int window, const WaitSpec& w)
+      : s_(s), w_(w), lanes_(s.lanes()), steps_(s.steps()),
+        window_(static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(window, 1)), lanes_))),
+        slots_(static_cast<size_t>(window_)), reqs_(2 * slots_.size(), MPI_REQUEST_NULL), done_(reqs_.size()),
+        poller_(w) {}
+
+  absl::Status Run() {
+    if (lanes_ == 0 || steps_ == 0) return absl::OkStatus();
+    for (int i = 0; i < window_; ++i) RETURN_IF_ERROR(Fail(Start(i, static_cast<size_t>(i))));
+    while (active_ > 0) {
+      absl::StatusOr<int> got = poller_.Some(static_cast<int>(reqs_.size()), reqs_.data(), done_.data());
+      if (!got.ok()) return Fail(Describe(got.status()));
+      for (int k = 0; k < *got; ++k) {
+        const int i = done_[k] / 2;
+        Slot& sl = slots_[i];
+        if (!sl.busy || reqs_[2 * i] != MPI_REQUEST_NULL || reqs_[2 * i + 1] != MPI_REQUEST_NULL) continue;
+        sl.busy = false;  // both halves done; handled once even if both were in this batch
+        s_.Complete(sl.lane, i, sl.step);
+        RETURN_IF_ERROR(Fail(Advance(i, sl.lane, sl.step + 1)));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Start(int slot, size_t lane) {
+    ++active_;
+    return Advance(slot, lane, 0);
+  }
+
+  // Posts (lane, step) in `slot`, running through steps that move nothing;
+  // when the lane is done, starts the slot's next lane.
+  absl::Status Advance(int slot, size_t lane, int step) {
+    for (;;) {
+      if (step == steps_) {
+        --active_;
+        const size_t next = lane + static_cast<size_t>(window_);
+        if (next >= lanes_) return absl::OkStatus();
+        ++active_;
+        lane = next;
+        step = 0;
+      }
+      const Transfer t = s_.Post(lane, slot, step);
+      if (t.from < 0 && t.to < 0) {
+        s_.Complete(lane, slot, step);
+        ++step;
+        continue;
+      }
+      Slot& sl = slots_[slot];
+      sl = {lane, step, true, t.from, t.to};
+      CallLock lock;
+      // The receive goes first so a rendezvous send from the peer matches at once.
+      if (t.from >= 0) {
+        RETURN_IF_ERROR(CheckMpi(MPI_Irecv(t.recv, static_cast<int>(t.recv_bytes), MPI_BYTE, t.from, t.tag, w_.comm,
+                                           &reqs_[2 * slot]), "MPI_Irecv", t.from));
+      }
+      if (t.to >= 0) {
+        RETURN_IF_ERROR(CheckMpi(MPI_Isend(t.send, static_cast<int>(t.send_bytes), MPI_BYTE, t.to, t.tag, w_.comm,
+                                           &reqs_[2 * slot + 1]), "MPI_Isend", t.to));
+      }
+      return absl::OkStatus();
+    }
+  }
+
+  // A timeout names the peers this rank was waiting on.
+  absl::Status Describe(const absl::Status& s) const {
+    if (!absl::IsDeadlineExceeded(s)) return s;
+    std::string from, to;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (reqs_[2 * i] != MPI_REQUEST_NULL) absl::StrAppend(&from, from.empty() ? "" : ",", slots_[i].from);
+      if (reqs_[2 * i + 1] != MPI_REQUEST_NULL) absl::StrAppend(&to, to.empty() ? "" : ",", slots_[i].to);
+    }
+    return absl::Status(s.code(), absl::StrCat(s.message(), "; still waiting to receive from rank(s) {", from,
+                                               "} and to send to rank(s) {", to, "}: did every rank issue the same "
+                                               "collectives in the same order?"));
+  }
+
+  absl::Status Fail(absl::Status s) {
+    if (!s.ok()) Abandon(reqs_);
+    return s;
+  }
+
+  Schedule& s_;
+  const WaitSpec w_;
+  const size_t lanes_;
+  const int steps_;
+  const int window_;
+  std::vector<Slot> slots_;
+  std::vector<MPI_Request> reqs_;  // slot i: [2i] receive, [2i+1] send
+  std::vector<int> done_;
+  Poller poller_;
+  int active_ = 0;
+};
+
+}  // namespace
+
+absl::Status RunPipeline(Schedule& s, int window, const WaitSpec& w) { return Runner(s, window, w).Run(); }
+
+}  // namespace mpi
+}  // namespace weft

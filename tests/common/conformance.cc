@@ -1,0 +1,257 @@
+#include "tests/common/conformance.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/stream.h"
+
+namespace weft {
+namespace testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Appends "\n  <what>" to *err when `ok` is false.
+void Expect(bool ok, const std::string& what, std::string* err) {
+  if (!ok) absl::StrAppend(err, "\n  ", what);
+}
+
+// An all-reduce of (rank + 1) must give N (N + 1) / 2 everywhere.
+std::string CheckUsable(Communicator& comm, const std::string& when) {
+  const int n = comm.size();
+  std::vector<int32_t> in(33, comm.rank() + 1), out(33, -1);
+  const absl::Status s = comm.AllReduce(in.data(), out.data(), in.size(), DataType::kInt32, RedOp::kSum, nullptr);
+  if (!s.ok()) return absl::StrCat(when, ": all-reduce failed: ", s.ToString());
+  for (int32_t v : out) {
+    if (v != n * (n + 1) / 2) return absl::StrCat(when, ": all-reduce gave ", v, ", expected ", n * (n + 1) / 2);
+  }
+  return "";
+}
+
+std::string Finish(const std::string& what, int rank, const std::string& err) {
+  return err.empty() ? "" : absl::StrCat(what, " on rank ", rank, ":", err);
+}
+
+}  // namespace
+
+std::string CheckBadArguments(Communicator& comm) {
+  const int n = comm.size();
+  std::vector<float> a(8, 1.0f), b(8, 0.0f);
+  const size_t huge = std::numeric_limits<size_t>::max() / 2;
+  const auto f32 = DataType::kFloat32;
+  const auto sum = RedOp::kSum;
+  int not_a_stream = 0;
+  struct Bad {
+    const char* call;
+    const char* must_name;  // the message must name this argument
+    std::function<absl::Status()> run;
+  };
+  const std::vector<Bad> bad = {
+      {"all_reduce(sendbuf=NULL)", "sendbuf", [&] { return comm.AllReduce(nullptr, b.data(), 8, f32, sum, nullptr); }},
+      {"all_reduce(recvbuf=NULL)", "recvbuf", [&] { return comm.AllReduce(a.data(), nullptr, 8, f32, sum, nullptr); }},
+      {"all_reduce(datatype=99)", "datatype",
+       [&] { return comm.AllReduce(a.data(), b.data(), 8, static_cast<DataType>(99), sum, nullptr); }},
+      {"all_reduce(op=-1)", "op",
+       [&] { return comm.AllReduce(a.data(), b.data(), 8, f32, static_cast<RedOp>(-1), nullptr); }},
+      {"all_reduce(count=SIZE_MAX/2)", "count",
+       [&] { return comm.AllReduce(a.data(), b.data(), huge, f32, sum, nullptr); }},
+      {"all_reduce(overlapping buffers)", "overlap",
+       [&] { return comm.AllReduce(a.data(), a.data() + 1, 4, f32, sum, nullptr); }},
+      {"all_reduce(stream=&int)", "stream",
+       [&] { return comm.AllReduce(a.data(), b.data(), 8, f32, sum, &not_a_stream); }},
+      {"reduce_scatter(recvcount=SIZE_MAX/2)", "recvcount",
+       [&] { return comm.ReduceScatter(a.data(), b.data(), huge, f32, sum, nullptr); }},
+      {"reduce_scatter(op=5)", "op",
+       [&] { return comm.ReduceScatter(a.data(), b.data(), 1, f32, static_cast<RedOp>(5), nullptr); }},
+      {"all_gather(sendcount=SIZE_MAX/2)", "sendcount",
+       [&] { return comm.AllGather(a.data(), b.data(), huge, f32, nullptr); }},
+      {"all_gather(sendbuf=NULL)", "sendbuf", [&] { return comm.AllGather(nullptr, b.data(), 1, f32, nullptr); }},
+      {"broadcast(root=-1)", "root", [&] { return comm.Broadcast(a.data(), b.data(), 8, f32, -1, nullptr); }},
+      {"broadcast(root=size)", "root", [&] { return comm.Broadcast(a.data(), b.data(), 8, f32, n, nullptr); }},
+      {"broadcast(datatype=-3)", "datatype",
+       [&] { return comm.Broadcast(a.data(), b.data(), 8, static_cast<DataType>(-3), 0, nullptr); }},
+      {"split(color=-5)", "color", [&] { return comm.Split(-5, 0).status(); }},
+  };
+  std::string err;
+  for (const Bad& c : bad) {
+    const absl::Status s = c.run();
+    if (!absl::IsInvalidArgument(s)) {
+      absl::StrAppend(&err, "\n  ", c.call, " returned ", s.ToString(), ", expected INVALID_ARGUMENT");
+    } else if (!absl::StrContains(s.message(), c.must_name)) {
+      absl::StrAppend(&err, "\n  ", c.call, ": message \"", s.message(), "\" does not name ", c.must_name);
+    }
+  }
+  const std::string usable = CheckUsable(comm, "after the refused calls");
+  Expect(usable.empty(), usable, &err);
+  return Finish("bad arguments", comm.rank(), err);
+}
+
+std::string CheckSplit(Communicator& comm, uint64_t seed) {
+  const int n = comm.size(), r = comm.rank();
+  std::string err;
+  // By parity, keys reversed: the new ranks run from the highest old rank down.
+  {
+    auto sub = comm.Split(r % 2, -r);
+    if (!sub.ok() || *sub == nullptr) return Finish("split by parity", r, "\n  " + sub.status().ToString());
+    int size = 0, above = 0;
+    int64_t members = 0;
+    for (int q = r % 2; q < n; q += 2) {
+      ++size;
+      above += q > r;
+      members += q;
+    }
+    Expect((*sub)->size() == size, absl::StrCat("parity split size ", (*sub)->size(), ", expected ", size), &err);
+    Expect((*sub)->rank() == above, absl::StrCat("parity split rank ", (*sub)->rank(), ", expected ", above), &err);
+    // The sum of the members' old ranks (plus a seeded offset, so it is not a constant).
+    const auto off = static_cast<int64_t>(seed % 1000);
+    int64_t in = r + off, out = -1;
+    const absl::Status s = (*sub)->AllReduce(&in, &out, 1, DataType::kInt64, RedOp::kSum, nullptr);
+    const int64_t want = members + size * off;
+    Expect(s.ok() && out == want,
+           absl::StrCat("parity split all-reduce: ", s.ToString(), " ", out, ", expected ", want), &err);
+  }
+  // One color, equal keys: old order kept.
+  {
+    auto sub = comm.Split(5, 7);
+    if (!sub.ok() || *sub == nullptr) return Finish("split, one color", r, "\n  " + sub.status().ToString());
+    Expect((*sub)->size() == n && (*sub)->rank() == r,
+           absl::StrCat("one-color split gave rank ", (*sub)->rank(), " of ", (*sub)->size()), &err);
+    const std::string usable = CheckUsable(**sub, "one-color split");
+    Expect(usable.empty(), usable, &err);
+  }
+  // Rank 0 opts out.
+  {
+    auto sub = comm.Split(r == 0 ? -1 : 3, 0);
+    if (!sub.ok()) return Finish("split, NOCOLOR", r, "\n  " + sub.status().ToString());
+    if (r == 0) {
+      Expect(*sub == nullptr, "WEFT_SPLIT_NOCOLOR gave a communicator", &err);
+    } else if (*sub == nullptr) {
+      Expect(false, "a colored rank got no communicator", &err);
+    } else {
+      Expect((*sub)->size() == n - 1 && (*sub)->rank() == r - 1,
+             absl::StrCat("split without rank 0 gave rank ", (*sub)->rank(), " of ", (*sub)->size()), &err);
+      const std::string usable = CheckUsable(**sub, "split without rank 0");
+      Expect(usable.empty(), usable, &err);
+    }
+  }
+  return Finish("split", r, err);
+}
+
+std::string CheckHostStreams(Communicator& comm, uint64_t seed) {
+  const int n = comm.size(), r = comm.rank();
+  const auto k = static_cast<float>(seed % 5 + 1);
+  // Different counts and types per call, so a pairing of different calls
+  // across ranks (order lost) cannot pass.
+  std::vector<float> ar_in(1000), ar_out(1000, -1.0f);
+  for (size_t i = 0; i < ar_in.size(); ++i) ar_in[i] = static_cast<float>((r + 1) * (i % 7 + 1)) * k;
+  std::vector<int32_t> ag_in(5), ag_out(5 * static_cast<size_t>(n), -1);
+  for (int i = 0; i < 5; ++i) ag_in[static_cast<size_t>(i)] = r * 10 + i;
+  std::vector<double> bc(300, -1.0);
+  const int root = n - 1;
+  if (r == root) {
+    for (size_t i = 0; i < bc.size(); ++i) bc[i] = root * 1000.0 + static_cast<double>(i);
+  }
+  std::vector<int64_t> rs_in(3 * static_cast<size_t>(n)), rs_out(3, -1);
+  for (size_t j = 0; j < rs_in.size(); ++j) rs_in[j] = static_cast<int64_t>(j) + r;
+  std::vector<int64_t> blocking_in(77, r), blocking_out(77, -1);
+
+  HostStream s1, s2;
+  std::string err;
+  auto enqueue = [&](const char* what, const absl::Status& s) {
+    Expect(s.ok(), absl::StrCat("enqueueing ", what, ": ", s.ToString()), &err);
+  };
+  enqueue("all_reduce",
+          comm.AllReduce(ar_in.data(), ar_out.data(), ar_in.size(), DataType::kFloat32, RedOp::kSum, &s1));
+  enqueue("all_gather", comm.AllGather(ag_in.data(), ag_out.data(), 5, DataType::kInt32, &s2));
+  enqueue("broadcast", comm.Broadcast(bc.data(), bc.data(), bc.size(), DataType::kFloat64, root, &s1));
+  enqueue("reduce_scatter", comm.ReduceScatter(rs_in.data(), rs_out.data(), 3, DataType::kInt64, RedOp::kSum, &s2));
+  // Blocking: runs after the four above, on every rank.
+  const absl::Status b = comm.AllReduce(blocking_in.data(), blocking_out.data(), 77, DataType::kInt64, RedOp::kSum,
+                                        nullptr);
+  Expect(b.ok(), "blocking all_reduce after the streams' work: " + b.ToString(), &err);
+  const absl::Status e1 = s1.Synchronize(), e2 = s2.Synchronize();
+  Expect(e1.ok() && e2.ok(), absl::StrCat("synchronize: ", e1.ToString(), " / ", e2.ToString()), &err);
+  Expect(comm.async_error().ok(), "async_error: " + comm.async_error().ToString(), &err);
+
+  const float tri = static_cast<float>(n * (n + 1) / 2);
+  for (size_t i = 0; i < ar_out.size(); ++i) {
+    if (ar_out[i] != tri * static_cast<float>(i % 7 + 1) * k) {
+      Expect(false, absl::StrCat("stream all_reduce element ", i, " = ", ar_out[i]), &err);
+      break;
+    }
+  }
+  for (int q = 0; q < n; ++q) {
+    for (int i = 0; i < 5; ++i) {
+      const int32_t got = ag_out[static_cast<size_t>(q * 5 + i)];
+      if (got != q * 10 + i) Expect(false, absl::StrCat("stream all_gather block ", q, "[", i, "] = ", got), &err);
+    }
+  }
+  for (size_t i = 0; i < bc.size(); ++i) {
+    if (bc[i] != root * 1000.0 + static_cast<double>(i)) {
+      Expect(false, absl::StrCat("stream broadcast element ", i, " = ", bc[i]), &err);
+      break;
+    }
+  }
+  for (int j = 0; j < 3; ++j) {
+    const int64_t want = static_cast<int64_t>(n) * (3 * r + j) + n * (n - 1) / 2;
+    if (rs_out[static_cast<size_t>(j)] != want) {
+      Expect(false, absl::StrCat("stream reduce_scatter [", j, "] = ", rs_out[static_cast<size_t>(j)], ", expected ",
+                                 want), &err);
+    }
+  }
+  for (int64_t v : blocking_out) {
+    if (v != n * (n - 1) / 2) {
+      Expect(false, absl::StrCat("blocking all_reduce = ", v), &err);
+      break;
+    }
+  }
+  return Finish("host streams", r, err);
+}
+
+std::string CheckTimeout(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  if (n == 1 || r != n - 1) return "";
+  std::string err;
+  float in = 1.0f, out = 0.0f;
+  const auto t0 = Clock::now();
+  const absl::Status s = comm.AllReduce(&in, &out, 1, DataType::kFloat32, RedOp::kSum, nullptr);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  Expect(absl::IsDeadlineExceeded(s),
+         "a lone all_reduce returned " + s.ToString() + ", expected DEADLINE_EXCEEDED", &err);
+  Expect(absl::StrContains(s.message(), absl::StrCat("rank ", r)) && absl::StrContains(s.message(), "all_reduce"),
+         absl::StrCat("timeout message \"", s.message(), "\" does not name rank ", r, " and all_reduce"), &err);
+  Expect(waited < comm.options().timeout_ms + 10000, absl::StrCat("the timeout took ", waited, " ms"), &err);
+  const absl::Status again = comm.AllReduce(&in, &out, 1, DataType::kFloat32, RedOp::kSum, nullptr);
+  Expect(!again.ok(), "a collective after a timeout succeeded alone", &err);
+  return Finish("timeout", r, err);
+}
+
+std::string CheckAbort(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  if (n == 1 || r != n - 1) return "";
+  std::string err;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    comm.Abort();
+  });
+  float in = 1.0f, out = 0.0f;
+  const auto t0 = Clock::now();
+  const absl::Status s = comm.AllReduce(&in, &out, 1, DataType::kFloat32, RedOp::kSum, nullptr);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  aborter.join();
+  Expect(absl::IsAborted(s), "an all_reduce during Abort returned " + s.ToString() + ", expected ABORTED", &err);
+  Expect(waited < 10000, absl::StrCat("the abort took ", waited, " ms to end the wait"), &err);
+  const absl::Status again = comm.AllReduce(&in, &out, 1, DataType::kFloat32, RedOp::kSum, nullptr);
+  Expect(absl::IsAborted(again), "a collective after Abort returned " + again.ToString(), &err);
+  return Finish("abort", r, err);
+}
+
+}  // namespace testing
+}  // namespace weft

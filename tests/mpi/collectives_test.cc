@@ -1,0 +1,136 @@
+// The collective conformance suite (tests/common) on the MPI backend, one
+// rank per process (mpiexec -n 2 and -n 4; see meson.build).
+#include <mpi.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "comm/mpi/bootstrap.h"
+#include "comm/registry.h"
+#include "gtest/gtest.h"
+#include "tests/common/collective_check.h"
+#include "tests/common/conformance.h"
+
+namespace weft {
+namespace testing {
+namespace {
+
+constexpr uint64_t kSeed = 0x5eedbeef;
+constexpr int kMaxFailures = 10;
+
+int WorldSize() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// A fresh MPI communicator over every process, per test.
+std::unique_ptr<Communicator> World(CommOptions options = {}) {
+  auto comm = InitWorld(Backend::kMpi, options);
+  EXPECT_TRUE(comm.ok()) << comm.status();
+  return comm.ok() ? std::move(*comm) : nullptr;
+}
+
+void RunCases(Communicator& comm, const std::vector<Case>& cases) {
+  int failed = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string e = CheckCase(comm, cases[i], kSeed + i);
+    if (!e.empty() && ++failed <= kMaxFailures) ADD_FAILURE() << e;
+  }
+  EXPECT_EQ(failed, 0) << "cases failed on rank " << comm.rank();
+}
+
+TEST(Mpi, AutoPicksMpiUnderMpiexec) {
+  auto comm = InitWorld(Backend::kAuto, CommOptions{});
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->backend(), Backend::kMpi);
+  EXPECT_EQ((*comm)->size(), WorldSize());
+}
+
+// Launched() judges from the environment alone; each launcher's variables,
+// set and cleared here (and restored), flip it.
+TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
+  EXPECT_TRUE(mpi::Launched());  // we run under mpiexec
+  const char* vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS",
+                        "MV2_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* v : vars) {
+    if (const char* x = std::getenv(v)) saved.emplace_back(v, x);
+    unsetenv(v);
+  }
+  EXPECT_FALSE(mpi::Launched());
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_NTASKS", "4", 1);  // an sbatch script, not a task of srun
+  EXPECT_FALSE(mpi::Launched());
+  setenv("SLURM_STEP_NUM_TASKS", "4", 1);
+  EXPECT_TRUE(mpi::Launched());
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_NTASKS");
+  unsetenv("SLURM_STEP_NUM_TASKS");
+  setenv("PMI_SIZE", "2", 1);  // MPICH's hydra
+  EXPECT_TRUE(mpi::Launched());
+  unsetenv("PMI_SIZE");
+  for (const auto& [k, v] : saved) setenv(k.c_str(), v.c_str(), 1);
+  EXPECT_TRUE(mpi::Launched());
+}
+
+TEST(Mpi, CollectiveMatrix) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  RunCases(*comm, MatrixCases(comm->size()));
+}
+
+// A 256-byte segment sends every count above it (1000 elements of any type)
+// through the pipelined ring and chain, many lanes deep, for every dtype x op.
+TEST(Mpi, PipelinedPathsWithSmallSegments) {
+  CommOptions options;
+  options.segment_bytes = 256;
+  auto comm = World(options);
+  ASSERT_NE(comm, nullptr);
+  RunCases(*comm, CasesAtCounts(comm->size(), {7, 1000}));
+}
+
+TEST(Mpi, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(CheckBadArguments(*comm), "");
+}
+
+TEST(Mpi, Split) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(CheckSplit(*comm, kSeed), "");
+}
+
+TEST(Mpi, HostStreamsKeepIssueOrder) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(CheckHostStreams(*comm, kSeed), "");
+}
+
+TEST(Mpi, LoneCollectiveTimesOutAndBreaksTheCommunicator) {
+  CommOptions options;
+  options.timeout_ms = 500;
+  auto comm = World(options);
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(CheckTimeout(*comm), "");
+  if (comm->rank() == comm->size() - 1 && comm->size() > 1) {
+    float x = 1;
+    const absl::Status s = comm->AllReduce(&x, &x, 1, DataType::kFloat32, RedOp::kSum, nullptr);
+    EXPECT_NE(s.message().find("unusable"), std::string::npos) << s;
+  }
+}
+
+TEST(Mpi, AbortEndsAWait) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(CheckAbort(*comm), "");
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace weft
