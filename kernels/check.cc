@@ -8,9 +8,9 @@
 namespace weft {
 namespace kernels {
 
-std::string Label(std::string_view what, long index) {
-  if (index < 0) return std::string(what);
-  return absl::StrCat(std::string(what), "[", index, "]");
+std::string Label(const char* what, long index) {
+  if (index < 0) return what;
+  return absl::StrCat(what, "[", index, "]");
 }
 
 absl::Status CheckDtype(const std::string& what, DataType t, bool allow_float64) {
@@ -36,6 +36,12 @@ absl::Status CheckBuffer(const std::string& what, const void* p, size_t count, D
 
 absl::Status CheckTensors(const char* what, absl::Span<const TensorRef> tensors, bool allow_float64) {
   for (size_t i = 0; i < tensors.size(); ++i) {
+    // Names are formatted only for a tensor that fails: 10,000 tiny tensors
+    // must not cost 10,000 string allocations.
+    if (CheckDtype({}, tensors[i].dtype, allow_float64).ok() &&
+        CheckBuffer({}, tensors[i].data, tensors[i].count, tensors[i].dtype).ok()) {
+      continue;
+    }
     const std::string name = Label(what, static_cast<long>(i));
     RETURN_IF_ERROR(CheckDtype(name + ".dtype", tensors[i].dtype, allow_float64));
     RETURN_IF_ERROR(CheckBuffer(name + ".data", tensors[i].data, tensors[i].count, tensors[i].dtype));
@@ -43,48 +49,123 @@ absl::Status CheckTensors(const char* what, absl::Span<const TensorRef> tensors,
   return absl::OkStatus();
 }
 
-void OverlapCheck::Read(std::string_view what, long index, const void* p, size_t bytes) {
+namespace {
+
+struct OverlapScratch {
+  std::vector<OverlapCheck::Range> reads, writes;
+};
+OverlapScratch& Scratch() {
+  thread_local OverlapScratch scratch;
+  return scratch;
+}
+
+bool ByBegin(const OverlapCheck::Range& a, const OverlapCheck::Range& b) { return a.begin < b.begin; }
+
+absl::Status Overlap(const OverlapCheck::Range& a, const OverlapCheck::Range& b) {
+  return InvalidArgument("%s (%#x..%#x) overlaps %s (%#x..%#x)", Label(a.what, a.index), a.begin, a.end,
+                         Label(b.what, b.index), b.begin, b.end);
+}
+
+}  // namespace
+
+OverlapCheck::OverlapCheck() : reads_(Scratch().reads), writes_(Scratch().writes) {
+  reads_.clear();
+  writes_.clear();
+}
+
+void OverlapCheck::Read(const char* what, long index, const void* p, size_t bytes) {
   if (bytes == 0 || p == nullptr) return;
   const uintptr_t b = reinterpret_cast<uintptr_t>(p);
   reads_.push_back({b, b + bytes, what, index});
 }
 
-void OverlapCheck::Write(std::string_view what, long index, const void* p, size_t bytes) {
+void OverlapCheck::Write(const char* what, long index, const void* p, size_t bytes) {
   if (bytes == 0 || p == nullptr) return;
   const uintptr_t b = reinterpret_cast<uintptr_t>(p);
   writes_.push_back({b, b + bytes, what, index});
 }
 
+namespace {
+
+uintptr_t Begin(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// The common case without copying a range: destinations in segment order are
+// ascending and disjoint, and so are the sources (zero fills have none); then
+// one merge walk over the segments decides. False: not in order, look closer.
+bool OrderedAndDisjoint(const CopyPlan& plan) {
+  const std::vector<Segment>& seg = plan.segments;
+  uintptr_t last_dst = 0, last_src = 0;
+  for (const Segment& s : seg) {
+    const uintptr_t d = Begin(s.dst);
+    if (d < last_dst) return false;
+    last_dst = d + s.count * FloatSize(s.dst_t);
+    if (s.src == nullptr) continue;
+    if (Begin(s.src) < last_src) return false;
+    last_src = Begin(s.src) + s.count * FloatSize(s.src_t);
+  }
+  size_t w = 0;
+  for (const Segment& r : seg) {
+    if (r.src == nullptr) continue;
+    const uintptr_t rb = Begin(r.src), re = rb + r.count * FloatSize(r.src_t);
+    while (w < seg.size() && Begin(seg[w].dst) + seg[w].count * FloatSize(seg[w].dst_t) <= rb) ++w;
+    if (w < seg.size() && Begin(seg[w].dst) < re) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void OverlapCheck::AddPlan(const CopyPlan& plan) {
+  if (reads_.empty() && writes_.empty() && OrderedAndDisjoint(plan)) return;
+  reads_.reserve(reads_.size() + plan.segments.size());
+  writes_.reserve(writes_.size() + plan.segments.size());
   for (size_t k = 0; k < plan.segments.size(); ++k) {
     const Segment& s = plan.segments[k];
-    Read(plan.src_label, plan.tensor[k], s.src, s.count * ElementSize(s.src_t));
-    Write(plan.dst_label, plan.tensor[k], s.dst, s.count * ElementSize(s.dst_t));
+    Read(plan.src_label, plan.tensor[k], s.src, s.count * FloatSize(s.src_t));
+    Write(plan.dst_label, plan.tensor[k], s.dst, s.count * FloatSize(s.dst_t));
   }
 }
 
 absl::Status OverlapCheck::Check() {
-  auto by_begin = [](const Range& a, const Range& b) { return a.begin < b.begin; };
-  std::sort(writes_.begin(), writes_.end(), by_begin);
-  auto overlap = [](const Range& a, const Range& b) {
-    return InvalidArgument("%s (%#x..%#x) overlaps %s (%#x..%#x)", Label(a.what, a.index), a.begin, a.end,
-                           Label(b.what, b.index), b.begin, b.end);
-  };
+  if (!std::is_sorted(writes_.begin(), writes_.end(), ByBegin)) std::sort(writes_.begin(), writes_.end(), ByBegin);
   for (size_t k = 1; k < writes_.size(); ++k) {
-    if (writes_[k].begin < writes_[k - 1].end) return overlap(writes_[k], writes_[k - 1]);
+    if (writes_[k].begin < writes_[k - 1].end) return Overlap(writes_[k], writes_[k - 1]);
   }
-  // Writes are now disjoint and sorted: only the last one starting before a
-  // read's end can overlap it.
+  // Writes are now disjoint and sorted by address.
+  if (std::is_sorted(reads_.begin(), reads_.end(), ByBegin)) {
+    // Merge walk: a write that ends before one read begins ends before every later read too.
+    size_t w = 0;
+    for (const Range& r : reads_) {
+      while (w < writes_.size() && writes_[w].end <= r.begin) ++w;
+      if (w < writes_.size() && writes_[w].begin < r.end) return Overlap(r, writes_[w]);
+    }
+    return absl::OkStatus();
+  }
+  // Only the last write starting before a read's end can overlap it. Reads
+  // outside the writes' hull (a packed bucket's sources, usually) skip the search.
+  const uintptr_t lo = writes_.empty() ? 0 : writes_.front().begin;
+  const uintptr_t hi = writes_.empty() ? 0 : writes_.back().end;
   for (const Range& r : reads_) {
-    auto it = std::lower_bound(writes_.begin(), writes_.end(), Range{r.end, r.end, {}, 0}, by_begin);
-    if (it != writes_.begin() && std::prev(it)->end > r.begin) return overlap(r, *std::prev(it));
+    if (r.end <= lo || r.begin >= hi) continue;
+    auto it = std::lower_bound(writes_.begin(), writes_.end(), Range{r.end, r.end, nullptr, 0}, ByBegin);
+    if (it != writes_.begin() && std::prev(it)->end > r.begin) return Overlap(r, *std::prev(it));
   }
   return absl::OkStatus();
 }
 
-void MemoryCheck::Add(std::string_view what, long index, const void* p) {
+void MemoryCheck::Add(const char* what, long index, const void* p) {
   if (p == nullptr) return;
-  entries_.push_back({what, index, p, ClassifyPointer(p)});
+  switch (ClassifyPointer(p)) {
+    case PointerKind::kHost:
+      if (host_.p == nullptr) host_ = {what, index, p};
+      break;
+    case PointerKind::kDevice:
+      if (device_.p == nullptr) device_ = {what, index, p};
+      break;
+    case PointerKind::kManaged:
+      managed_ = true;
+      break;
+  }
 }
 
 void MemoryCheck::AddPlan(const CopyPlan& plan) {
@@ -95,19 +176,11 @@ void MemoryCheck::AddPlan(const CopyPlan& plan) {
 }
 
 absl::StatusOr<MemKind> MemoryCheck::Kind() const {
-  const Entry* host = nullptr;
-  const Entry* device = nullptr;
-  bool managed = false;
-  for (const Entry& e : entries_) {
-    if (e.kind == PointerKind::kHost && host == nullptr) host = &e;
-    if (e.kind == PointerKind::kDevice && device == nullptr) device = &e;
-    managed |= e.kind == PointerKind::kManaged;
-  }
-  if (host != nullptr && device != nullptr) {
+  if (host_.p != nullptr && device_.p != nullptr) {
     return InvalidArgument("mixed memory kinds: %s = %p is host memory but %s = %p is CUDA device memory",
-                           Label(host->what, host->index), host->p, Label(device->what, device->index), device->p);
+                           Label(host_.what, host_.index), host_.p, Label(device_.what, device_.index), device_.p);
   }
-  if (device != nullptr || (managed && host == nullptr)) return MemKind::kCuda;
+  if (device_.p != nullptr || (managed_ && host_.p == nullptr)) return MemKind::kCuda;
   return MemKind::kHost;
 }
 

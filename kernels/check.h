@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,7 +27,7 @@ namespace weft {
 namespace kernels {
 
 // "what" or "what[index]" (index < 0: a scalar argument).
-std::string Label(std::string_view what, long index);
+std::string Label(const char* what, long index);
 
 // A valid weftDataType_t among float32, float16, bfloat16 (and float64 when allowed).
 absl::Status CheckDtype(const std::string& what, DataType t, bool allow_float64);
@@ -38,39 +37,48 @@ absl::Status CheckBuffer(const std::string& what, const void* p, size_t count, D
 absl::Status CheckTensors(const char* what, absl::Span<const TensorRef> tensors, bool allow_float64);
 
 // Byte ranges a call reads and writes; Check() refuses writes that overlap
-// each other or any read.
+// each other or any read. O(n) when both lists are already in address order
+// (packed buckets, tensors allocated one after another), O(n log n) otherwise.
+// Its storage is per thread and reused, so a check of 10,000 tensors does not
+// allocate: at most one OverlapCheck may be live per thread.
 class OverlapCheck {
  public:
-  void Read(std::string_view what, long index, const void* p, size_t bytes);
-  void Write(std::string_view what, long index, const void* p, size_t bytes);
+  OverlapCheck();
+  void Read(const char* what, long index, const void* p, size_t bytes);
+  void Write(const char* what, long index, const void* p, size_t bytes);
+  // A plan whose segments are already in address order and disjoint (packed
+  // buckets of tensors allocated one after another) is accepted in one pass
+  // without being recorded; only a plan given to a fresh check may take that shortcut.
   void AddPlan(const CopyPlan& plan);
   absl::Status Check();
 
- private:
   struct Range {
     uintptr_t begin, end;
-    std::string_view what;
+    const char* what;
     long index;
   };
-  std::vector<Range> reads_, writes_;
+
+ private:
+  std::vector<Range>& reads_;
+  std::vector<Range>& writes_;
 };
 
 // The memory kind shared by every pointer of a call (kernels/kernels.h "Memory").
 class MemoryCheck {
  public:
-  void Add(std::string_view what, long index, const void* p);
+  void Add(const char* what, long index, const void* p);
   void AddPlan(const CopyPlan& plan);
   // kHost when no pointer was added.
   absl::StatusOr<MemKind> Kind() const;
 
  private:
-  struct Entry {
-    std::string_view what;
-    long index;
-    const void* p;
-    PointerKind kind;
+  struct Pointer {
+    const char* what = nullptr;
+    long index = 0;
+    const void* p = nullptr;
   };
-  std::vector<Entry> entries_;
+  Pointer host_, device_;  // the first of each kind
+  bool managed_ = false;
 };
 
 }  // namespace kernels

@@ -52,10 +52,10 @@ absl::Status DeviceResult(const char* kernel, const DeviceKernels* dk, int code)
   return SystemError("%s: %s kernels failed: %s (%d)", kernel, dk->name, dk->error_string(code), code);
 }
 
-absl::Status RunCopy(const char* kernel, absl::StatusOr<CopyPlan> planned, float scale, bool accumulate,
-                     void* stream) {
-  if (!planned.ok()) return Annotate(planned.status(), kernel);
-  CopyPlan plan = std::move(planned).value();
+// `plan` is this thread's scratch (see Plan*): consumed before returning.
+absl::Status RunCopy(const char* kernel, const absl::Status& planned, CopyPlan& plan, float scale,
+                     bool accumulate, void* stream) {
+  if (!planned.ok()) return Annotate(planned, kernel);
   if (plan.total == 0) return absl::OkStatus();
   OverlapCheck overlap;
   overlap.AddPlan(plan);
@@ -68,14 +68,24 @@ absl::Status RunCopy(const char* kernel, absl::StatusOr<CopyPlan> planned, float
     ASSIGN_OR_RETURN(const DeviceKernels* dk, Device(kernel, stream));
     return DeviceResult(kernel, dk, dk->copy(plan.segments.data(), plan.segments.size(), scale, accumulate, stream));
   }
-  return RunOnHost(kernel, stream, [segments = std::move(plan.segments), scale, accumulate] {
+  if (stream == nullptr) {
+    cpu::Copy(plan.segments, scale, accumulate);
+    return absl::OkStatus();
+  }
+  return RunOnHost(kernel, stream, [segments = plan.segments, scale, accumulate] {
     cpu::Copy(segments, scale, accumulate);
   });
 }
 
-// Tensors for unscale and norm: checked, and the non-empty ones kept.
-absl::StatusOr<std::vector<TensorRef>> MathTensors(absl::Span<const TensorRef> tensors, OverlapCheck& overlap,
-                                                   MemoryCheck& memory, bool written) {
+// Reused by every copy on this thread, so that planning allocates nothing in steady state.
+CopyPlan& ThreadPlan() {
+  thread_local CopyPlan plan;
+  return plan;
+}
+
+// Checks the tensors of unscale and norm and adds them to the overlap and memory checks.
+absl::Status MathTensors(absl::Span<const TensorRef> tensors, OverlapCheck& overlap, MemoryCheck& memory,
+                         bool written) {
   RETURN_IF_ERROR(CheckTensors("tensors", tensors, /*allow_float64=*/false));
   for (size_t i = 0; i < tensors.size(); ++i) {
     const size_t bytes = tensors[i].count * ElementSize(tensors[i].dtype);
@@ -86,29 +96,34 @@ absl::StatusOr<std::vector<TensorRef>> MathTensors(absl::Span<const TensorRef> t
     }
     if (tensors[i].count > 0) memory.Add("tensors", static_cast<long>(i), tensors[i].data);
   }
-  return std::vector<TensorRef>(tensors.begin(), tensors.end());
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::Status Flatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, const size_t* offsets,
                      float scale, void* stream) {
-  return RunCopy("flatten", PlanFlatten(srcs, dst, dst_t, offsets), scale, false, stream);
+  CopyPlan& plan = ThreadPlan();
+  return RunCopy("flatten", PlanFlatten(srcs, dst, dst_t, offsets, plan), plan, scale, false, stream);
 }
 
 absl::Status Unflatten(const void* src, DataType src_t, const size_t* offsets, absl::Span<const TensorRef> dsts,
                        float scale, bool accumulate, void* stream) {
-  return RunCopy("unflatten", PlanUnflatten(src, src_t, offsets, dsts), scale, accumulate, stream);
+  CopyPlan& plan = ThreadPlan();
+  return RunCopy("unflatten", PlanUnflatten(src, src_t, offsets, dsts, plan), plan, scale, accumulate, stream);
 }
 
 absl::Status ChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts, void* dst,
                       DataType dst_t, float scale, void* stream) {
-  return RunCopy("chunk_cat", PlanChunkCat(srcs, world, chunk_counts, dst, dst_t), scale, false, stream);
+  CopyPlan& plan = ThreadPlan();
+  return RunCopy("chunk_cat", PlanChunkCat(srcs, world, chunk_counts, dst, dst_t, plan), plan, scale, false, stream);
 }
 
 absl::Status ChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
                         absl::Span<const TensorRef> dsts, float scale, bool accumulate, void* stream) {
-  return RunCopy("chunk_split", PlanChunkSplit(src, src_t, world, chunk_counts, dsts), scale, accumulate, stream);
+  CopyPlan& plan = ThreadPlan();
+  return RunCopy("chunk_split", PlanChunkSplit(src, src_t, world, chunk_counts, dsts, plan), plan, scale,
+                 accumulate, stream);
 }
 
 absl::Status UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_scale, int* found_inf,
@@ -117,8 +132,7 @@ absl::Status UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_s
   if (found_inf == nullptr) return InvalidArgument("%s: found_inf is NULL", kKernel);
   OverlapCheck overlap;
   MemoryCheck memory;
-  absl::StatusOr<std::vector<TensorRef>> list = MathTensors(tensors, overlap, memory, /*written=*/true);
-  if (!list.ok()) return Annotate(list.status(), kKernel);
+  RETURN_IF_ERROR(Annotate(MathTensors(tensors, overlap, memory, /*written=*/true), kKernel));
   overlap.Write("found_inf", -1, found_inf, sizeof(int));
   RETURN_IF_ERROR(Annotate(overlap.Check(), kKernel));
   memory.Add("found_inf", -1, found_inf);
@@ -126,11 +140,16 @@ absl::Status UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_s
   if (!kind.ok()) return Annotate(kind.status(), kKernel);
   if (*kind == MemKind::kCuda) {
     ASSIGN_OR_RETURN(const DeviceKernels* dk, Device(kKernel, stream));
-    return DeviceResult(kKernel, dk, dk->unscale(list->data(), list->size(), inv_scale, found_inf, stream));
+    return DeviceResult(kKernel, dk, dk->unscale(tensors.data(), tensors.size(), inv_scale, found_inf, stream));
   }
-  return RunOnHost(kKernel, stream, [list = *std::move(list), inv_scale, found_inf] {
-    cpu::UnscaleCheckFinite(list, inv_scale, found_inf);
-  });
+  if (stream == nullptr) {
+    cpu::UnscaleCheckFinite(tensors, inv_scale, found_inf);
+    return absl::OkStatus();
+  }
+  return RunOnHost(kKernel, stream,
+                   [list = std::vector<TensorRef>(tensors.begin(), tensors.end()), inv_scale, found_inf] {
+                     cpu::UnscaleCheckFinite(list, inv_scale, found_inf);
+                   });
 }
 
 absl::Status L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* total, void* stream) {
@@ -138,8 +157,7 @@ absl::Status L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* to
   if (total == nullptr) return InvalidArgument("%s: total is NULL", kKernel);
   OverlapCheck overlap;
   MemoryCheck memory;
-  absl::StatusOr<std::vector<TensorRef>> list = MathTensors(tensors, overlap, memory, /*written=*/false);
-  if (!list.ok()) return Annotate(list.status(), kKernel);
+  RETURN_IF_ERROR(Annotate(MathTensors(tensors, overlap, memory, /*written=*/false), kKernel));
   overlap.Write("norms", -1, norms, tensors.size() * sizeof(float));
   overlap.Write("total", -1, total, sizeof(float));
   RETURN_IF_ERROR(Annotate(overlap.Check(), kKernel));
@@ -149,9 +167,15 @@ absl::Status L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* to
   if (!kind.ok()) return Annotate(kind.status(), kKernel);
   if (*kind == MemKind::kCuda) {
     ASSIGN_OR_RETURN(const DeviceKernels* dk, Device(kKernel, stream));
-    return DeviceResult(kKernel, dk, dk->l2norm(list->data(), list->size(), norms, total, stream));
+    return DeviceResult(kKernel, dk, dk->l2norm(tensors.data(), tensors.size(), norms, total, stream));
   }
-  return RunOnHost(kKernel, stream, [list = *std::move(list), norms, total] { cpu::L2Norm(list, norms, total); });
+  if (stream == nullptr) {
+    cpu::L2Norm(tensors, norms, total);
+    return absl::OkStatus();
+  }
+  return RunOnHost(kKernel, stream, [list = std::vector<TensorRef>(tensors.begin(), tensors.end()), norms, total] {
+    cpu::L2Norm(list, norms, total);
+  });
 }
 
 }  // namespace kernels

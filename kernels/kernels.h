@@ -14,8 +14,10 @@
 // Arithmetic, for every kernel: the product is computed in float32 (float64
 // when either side is float64) and rounded once to the destination type,
 // round-to-nearest-even, so float32 results match PyTorch's
-// .to(torch.bfloat16) / .to(torch.float16) bit for bit; NaN stays NaN (quiet,
-// sign kept), overflow becomes inf, subnormals are kept. When accumulating,
+// .to(torch.bfloat16) / .to(torch.float16) bit for bit; NaN stays NaN,
+// overflow becomes inf, subnormals are kept. Which NaN (sign, payload) is
+// unspecified: it depends on operand order, which compilers and GPUs choose
+// freely (torch itself differs between its scalar and vector paths). When accumulating,
 // the old value is added to the product in the same type before the one
 // rounding. A same-type copy with scale 1 (and no accumulation) moves the bits
 // unchanged. dtypes: float32, float16, bfloat16, float64 in any pair for the

@@ -12,6 +12,12 @@ namespace weft {
 namespace kernels {
 namespace {
 
+void Reset(CopyPlan& plan) {
+  plan.segments.clear();
+  plan.tensor.clear();
+  plan.total = 0;
+}
+
 void Add(CopyPlan& plan, int tensor, const void* src, DataType src_t, void* dst, DataType dst_t, size_t count) {
   if (count == 0) return;
   plan.segments.push_back({src, src_t, dst, dst_t, count});
@@ -22,7 +28,7 @@ void Add(CopyPlan& plan, int tensor, const void* src, DataType src_t, void* dst,
 template <typename P>
 P* At(P* base, size_t index, DataType t) {
   using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
-  return reinterpret_cast<Byte*>(base) + index * ElementSize(t);
+  return reinterpret_cast<Byte*>(base) + index * FloatSize(t);
 }
 
 // The flat side of a flatten/unflatten: NULL only when nothing is copied.
@@ -54,11 +60,11 @@ absl::StatusOr<std::vector<size_t>> Chunks(const char* what, absl::Span<const Te
 
 }  // namespace
 
-absl::StatusOr<CopyPlan> PlanFlatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t,
-                                     const size_t* offsets) {
+absl::Status PlanFlatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, const size_t* offsets,
+                         CopyPlan& plan) {
   RETURN_IF_ERROR(CheckTensors("srcs", srcs, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckFlat("dst", dst, dst_t, srcs));
-  CopyPlan plan;
+  Reset(plan);
   plan.src_label = "srcs";
   plan.dst_label = "dst region of srcs";
   size_t packed = 0;
@@ -67,14 +73,14 @@ absl::StatusOr<CopyPlan> PlanFlatten(absl::Span<const TensorRef> srcs, void* dst
     Add(plan, static_cast<int>(i), srcs[i].data, srcs[i].dtype, At(dst, base, dst_t), dst_t, srcs[i].count);
     packed += srcs[i].count;
   }
-  return plan;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<CopyPlan> PlanUnflatten(const void* src, DataType src_t, const size_t* offsets,
-                                       absl::Span<const TensorRef> dsts) {
+absl::Status PlanUnflatten(const void* src, DataType src_t, const size_t* offsets, absl::Span<const TensorRef> dsts,
+                           CopyPlan& plan) {
   RETURN_IF_ERROR(CheckTensors("dsts", dsts, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckFlat("src", src, src_t, dsts));
-  CopyPlan plan;
+  Reset(plan);
   plan.src_label = "src region of dsts";
   plan.dst_label = "dsts";
   size_t packed = 0;
@@ -83,18 +89,18 @@ absl::StatusOr<CopyPlan> PlanUnflatten(const void* src, DataType src_t, const si
     Add(plan, static_cast<int>(i), At(src, base, src_t), src_t, dsts[i].data, dsts[i].dtype, dsts[i].count);
     packed += dsts[i].count;
   }
-  return plan;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<CopyPlan> PlanChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts,
-                                      void* dst, DataType dst_t) {
+absl::Status PlanChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts, void* dst,
+                          DataType dst_t, CopyPlan& plan) {
   RETURN_IF_ERROR(CheckTensors("srcs", srcs, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckDtype("dst_dtype", dst_t, /*allow_float64=*/true));
   ASSIGN_OR_RETURN(std::vector<size_t> chunk, Chunks("srcs", srcs, world, chunk_counts));
   size_t slab = 0;
   for (size_t c : chunk) slab += c;
   RETURN_IF_ERROR(CheckBuffer("dst", dst, slab * static_cast<size_t>(world), dst_t));
-  CopyPlan plan;
+  Reset(plan);
   plan.src_label = "srcs";
   plan.dst_label = "dst region of srcs";
   size_t base = 0;
@@ -109,18 +115,18 @@ absl::StatusOr<CopyPlan> PlanChunkCat(absl::Span<const TensorRef> srcs, int worl
     }
     base += chunk[i];
   }
-  return plan;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<CopyPlan> PlanChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
-                                        absl::Span<const TensorRef> dsts) {
+absl::Status PlanChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
+                            absl::Span<const TensorRef> dsts, CopyPlan& plan) {
   RETURN_IF_ERROR(CheckTensors("dsts", dsts, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckDtype("src_dtype", src_t, /*allow_float64=*/true));
   ASSIGN_OR_RETURN(std::vector<size_t> chunk, Chunks("dsts", dsts, world, chunk_counts));
   size_t slab = 0;
   for (size_t c : chunk) slab += c;
   RETURN_IF_ERROR(CheckBuffer("src", src, slab * static_cast<size_t>(world), src_t));
-  CopyPlan plan;
+  Reset(plan);
   plan.src_label = "src region of dsts";
   plan.dst_label = "dsts";
   size_t base = 0;
@@ -134,7 +140,7 @@ absl::StatusOr<CopyPlan> PlanChunkSplit(const void* src, DataType src_t, int wor
     }
     base += chunk[i];
   }
-  return plan;
+  return absl::OkStatus();
 }
 
 }  // namespace kernels

@@ -5,8 +5,8 @@
 // elements comes from and goes to; once that is written down as segments, one
 // engine converts them all, and one overlap check covers them all.
 //
-//   ASSIGN_OR_RETURN(CopyPlan plan, PlanFlatten(srcs, dst, dst_t, offsets));
-//   RETURN_IF_ERROR(CheckNoOverlap(plan));
+//   CopyPlan plan;
+//   RETURN_IF_ERROR(PlanFlatten(srcs, dst, dst_t, offsets, plan));
 #ifndef WEFT_KERNELS_PLAN_H_
 #define WEFT_KERNELS_PLAN_H_
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "kernels/types.h"
 
@@ -30,15 +30,17 @@ struct CopyPlan {
   size_t total = 0;  // elements over all segments
 };
 
-// Checked: dtypes, NULL data, alignment, chunk sizes. Segments of zero elements are dropped.
-absl::StatusOr<CopyPlan> PlanFlatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t,
-                                     const size_t* offsets);
-absl::StatusOr<CopyPlan> PlanUnflatten(const void* src, DataType src_t, const size_t* offsets,
-                                       absl::Span<const TensorRef> dsts);
-absl::StatusOr<CopyPlan> PlanChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts,
-                                      void* dst, DataType dst_t);
-absl::StatusOr<CopyPlan> PlanChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
-                                        absl::Span<const TensorRef> dsts);
+// Each checks its arguments (dtypes, NULL data, alignment, chunk sizes) and
+// replaces `plan`'s contents (keeping its vectors' capacity, so a plan reused
+// across calls does not allocate). Segments of zero elements are dropped.
+absl::Status PlanFlatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, const size_t* offsets,
+                         CopyPlan& plan);
+absl::Status PlanUnflatten(const void* src, DataType src_t, const size_t* offsets, absl::Span<const TensorRef> dsts,
+                           CopyPlan& plan);
+absl::Status PlanChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts, void* dst,
+                          DataType dst_t, CopyPlan& plan);
+absl::Status PlanChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
+                            absl::Span<const TensorRef> dsts, CopyPlan& plan);
 
 }  // namespace kernels
 }  // namespace weft

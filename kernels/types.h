@@ -18,6 +18,13 @@
 namespace weft {
 namespace kernels {
 
+// Bytes per element of the four floating types the kernels take (checked
+// before any kernel runs); inline because the per-segment loops call it for
+// every one of 10,000 tiny tensors.
+inline constexpr size_t FloatSize(DataType t) {
+  return t == DataType::kFloat64 ? 8 : t == DataType::kFloat32 ? 4 : 2;
+}
+
 struct TensorRef {
   void* data = nullptr;
   size_t count = 0;

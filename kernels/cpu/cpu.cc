@@ -1,10 +1,11 @@
-// Host kernels: cut the work into tasks of about kTaskBytes, run them on the
-// thread pool, combine. Small calls stay on the calling thread, where waking
-// workers would cost more than the copy.
+// Host kernels: run each segment (or tensor) whole on the calling thread, or,
+// for large calls with a thread pool to use, cut the work into tasks of about
+// kTaskBytes and share them out.
 //
 // A task is a range of "pieces"; a piece is a whole small segment (or tensor)
-// or a kTaskBytes slice of a large one, so 10,000 tiny tensors make a few
-// dozen tasks and one huge tensor is spread over every thread.
+// or a slice of a large one, so 10,000 tiny tensors make a few dozen tasks and
+// one huge tensor is spread over every thread. The piece lists live in
+// per-thread scratch, so steady-state calls do not allocate.
 #include "kernels/cpu/cpu.h"
 
 #include <algorithm>
@@ -21,7 +22,12 @@ namespace cpu {
 namespace {
 
 constexpr size_t kTaskBytes = size_t{256} << 10;
+// Below this a call stays on the calling thread: waking workers costs more.
 constexpr size_t kInlineBytes = size_t{1} << 20;
+// Destinations larger than this are written with non-temporal stores: they
+// would not stay in cache anyway, and streaming saves reading each line
+// before it is overwritten.
+constexpr size_t kStreamBytes = size_t{32} << 20;
 
 struct Piece {
   size_t item;   // segment or tensor index
@@ -29,46 +35,62 @@ struct Piece {
   size_t count;
 };
 
-// Splits items of `count(i)` elements costing `bytes_per_element(i)` each
-// into pieces of at most `slice(i)` elements, and groups consecutive pieces
-// into tasks of about kTaskBytes. task_begin has one entry per task plus the end.
+struct Tasks {
+  std::vector<Piece> pieces;
+  std::vector<size_t> begin;  // task t is pieces [begin[t], begin[t + 1])
+};
+
+Tasks& ThreadTasks() {
+  thread_local Tasks tasks;
+  return tasks;
+}
+
+bool Parallel(size_t bytes) { return bytes >= kInlineBytes && ThreadPool::Default().threads() > 1; }
+
+// Splits items of count(i) elements into pieces of at most slice(i) elements
+// and groups consecutive pieces into tasks of about kTaskBytes.
 template <typename Count, typename Bytes, typename Slice>
-void MakeTasks(size_t items, Count count, Bytes bytes_per_element, Slice slice, std::vector<Piece>& pieces,
-               std::vector<size_t>& task_begin) {
+Tasks& MakeTasks(size_t items, Count count, Bytes bytes_per_element, Slice slice) {
+  Tasks& t = ThreadTasks();
+  t.pieces.clear();
+  t.begin.assign(1, 0);
   size_t task_bytes = 0;
-  task_begin.push_back(0);
   for (size_t i = 0; i < items; ++i) {
     const size_t n = count(i);
     const size_t step = slice(i);
     for (size_t b = 0; b < n; b += step) {
       const size_t c = std::min(step, n - b);
-      pieces.push_back({i, b, c});
+      t.pieces.push_back({i, b, c});
       task_bytes += c * bytes_per_element(i);
       if (task_bytes >= kTaskBytes) {
-        task_begin.push_back(pieces.size());
+        t.begin.push_back(t.pieces.size());
         task_bytes = 0;
       }
     }
   }
-  if (task_begin.back() != pieces.size()) task_begin.push_back(pieces.size());
+  if (t.begin.back() != t.pieces.size()) t.begin.push_back(t.pieces.size());
+  return t;
 }
 
-// Runs fn(piece) for every piece, in parallel when there is enough work.
+// Pieces of a large item: at least kTaskBytes, and no more than one per
+// thread, so that each memcpy/convert call stays long (memcpy picks its
+// fastest strategy by length) while every thread gets a share.
+size_t SliceOf(size_t count, size_t bytes_per_element) {
+  const size_t threads = static_cast<size_t>(ThreadPool::Default().threads());
+  return std::max(kTaskBytes / bytes_per_element, (count + threads - 1) / threads);
+}
+
 template <typename Fn>
-void RunTasks(const std::vector<Piece>& pieces, const std::vector<size_t>& task_begin, size_t total_bytes, Fn fn) {
-  const size_t tasks = task_begin.size() - 1;
-  auto run = [&](size_t t) {
-    for (size_t p = task_begin[t]; p < task_begin[t + 1]; ++p) fn(pieces[p]);
-  };
-  if (total_bytes < kInlineBytes) {
-    for (size_t t = 0; t < tasks; ++t) run(t);
-    return;
-  }
-  ThreadPool::Default().ParallelFor(tasks, run);
+void RunTasks(const Tasks& t, Fn fn) {
+  ThreadPool::Default().ParallelFor(t.begin.size() - 1, [&](size_t task) {
+    for (size_t p = t.begin[task]; p < t.begin[task + 1]; ++p) fn(t.pieces[p]);
+  });
 }
 
-const char* Offset(const void* p, size_t elements, DataType t) {
-  return static_cast<const char*>(p) + elements * ElementSize(t);
+template <typename P>
+P* Offset(P* p, size_t elements, DataType t) {
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return reinterpret_cast<Byte*>(p) + elements * FloatSize(t);
 }
 
 }  // namespace
@@ -77,65 +99,85 @@ const char* IsaName() { return BestIsa().name; }
 
 void Copy(absl::Span<const Segment> segments, float scale, bool accumulate) {
   const Isa& isa = BestIsa();
-  auto bytes = [&](size_t i) { return ElementSize(segments[i].src_t) + ElementSize(segments[i].dst_t); };
-  std::vector<Piece> pieces;
-  std::vector<size_t> task_begin;
-  MakeTasks(
+  auto bytes = [&](size_t i) { return FloatSize(segments[i].src_t) + FloatSize(segments[i].dst_t); };
+  size_t total = 0, written = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    total += segments[i].count * bytes(i);
+    written += segments[i].count * FloatSize(segments[i].dst_t);
+  }
+  const bool stream = written >= kStreamBytes;
+  auto run = [&](const Segment& s, size_t begin, size_t count) {
+    const void* src = s.src == nullptr ? nullptr : Offset(s.src, begin, s.src_t);
+    isa.convert(src, s.src_t, Offset(s.dst, begin, s.dst_t), s.dst_t, count, scale, accumulate, stream);
+  };
+  if (!Parallel(total)) {
+    for (const Segment& s : segments) run(s, 0, s.count);
+    return;
+  }
+  const Tasks& t = MakeTasks(
       segments.size(), [&](size_t i) { return segments[i].count; }, bytes,
-      [&](size_t i) { return kTaskBytes / bytes(i); }, pieces, task_begin);
-  size_t total = 0;
-  for (size_t i = 0; i < segments.size(); ++i) total += segments[i].count * bytes(i);
-  RunTasks(pieces, task_begin, total, [&](const Piece& p) {
-    const Segment& s = segments[p.item];
-    const void* src = s.src == nullptr ? nullptr : Offset(s.src, p.begin, s.src_t);
-    void* dst = const_cast<char*>(Offset(s.dst, p.begin, s.dst_t));
-    isa.convert(src, s.src_t, dst, s.dst_t, p.count, scale, accumulate);
-  });
+      [&](size_t i) { return SliceOf(segments[i].count, bytes(i)); });
+  RunTasks(t, [&](const Piece& p) { run(segments[p.item], p.begin, p.count); });
 }
 
 void UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_scale, int* found_inf) {
   const Isa& isa = BestIsa();
-  auto bytes = [&](size_t i) { return 2 * ElementSize(tensors[i].dtype); };
-  std::vector<Piece> pieces;
-  std::vector<size_t> task_begin;
-  MakeTasks(
-      tensors.size(), [&](size_t i) { return tensors[i].count; }, bytes,
-      [&](size_t i) { return kTaskBytes / bytes(i); }, pieces, task_begin);
+  auto bytes = [&](size_t i) { return 2 * FloatSize(tensors[i].dtype); };
   size_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) total += tensors[i].count * bytes(i);
   std::atomic<bool> found{false};
-  RunTasks(pieces, task_begin, total, [&](const Piece& p) {
-    const TensorRef& t = tensors[p.item];
-    void* x = const_cast<char*>(Offset(t.data, p.begin, t.dtype));
-    if (isa.unscale(x, t.dtype, p.count, inv_scale)) found.store(true, std::memory_order_relaxed);
-  });
+  auto run = [&](const TensorRef& t, size_t begin, size_t count) {
+    if (isa.unscale(Offset(t.data, begin, t.dtype), t.dtype, count, inv_scale)) {
+      found.store(true, std::memory_order_relaxed);
+    }
+  };
+  if (!Parallel(total)) {
+    for (const TensorRef& t : tensors) run(t, 0, t.count);
+  } else {
+    const Tasks& t = MakeTasks(
+        tensors.size(), [&](size_t i) { return tensors[i].count; }, bytes,
+        [&](size_t i) { return SliceOf(tensors[i].count, bytes(i)); });
+    RunTasks(t, [&](const Piece& p) { run(tensors[p.item], p.begin, p.count); });
+  }
   if (found.load()) *found_inf = 1;
 }
 
 void L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* total) {
   const Isa& isa = BestIsa();
-  // One piece per norm block (kernels/types.h), so the partial sums, and
-  // therefore the result, do not depend on how pieces are shared out.
-  std::vector<Piece> pieces;
-  std::vector<size_t> task_begin;
-  MakeTasks(
-      tensors.size(), [&](size_t i) { return tensors[i].count; },
-      [&](size_t i) { return ElementSize(tensors[i].dtype); }, [](size_t) { return kNormBlock; }, pieces,
-      task_begin);
   size_t bytes = 0;
-  for (const TensorRef& t : tensors) bytes += t.count * ElementSize(t.dtype);
-  std::vector<double> block_sum(pieces.size());
-  RunTasks(pieces, task_begin, bytes, [&](const Piece& p) {
-    const TensorRef& t = tensors[p.item];
-    block_sum[static_cast<size_t>(&p - pieces.data())] =
-        isa.block_sum_of_squares(Offset(t.data, p.begin, t.dtype), t.dtype, p.count);
-  });
-  std::vector<double> sum(tensors.size(), 0.0);
-  for (size_t k = 0; k < pieces.size(); ++k) sum[pieces[k].item] += block_sum[k];
+  for (const TensorRef& t : tensors) bytes += t.count * FloatSize(t.dtype);
+  auto block = [&](const TensorRef& t, size_t begin, size_t count) {
+    return isa.block_sum_of_squares(Offset(t.data, begin, t.dtype), t.dtype, count);
+  };
+  // Either way each tensor's sum adds its norm blocks (kernels/types.h) in
+  // block order, so the result does not depend on how the work was shared.
   double all = 0.0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (norms != nullptr) norms[i] = static_cast<float>(std::sqrt(sum[i]));
-    all += sum[i];
+  auto finish = [&](size_t i, double sum) {
+    if (norms != nullptr) norms[i] = static_cast<float>(std::sqrt(sum));
+    all += sum;
+  };
+  if (!Parallel(bytes)) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      double sum = 0.0;
+      for (size_t b = 0; b < tensors[i].count; b += kNormBlock) {
+        sum += block(tensors[i], b, std::min(kNormBlock, tensors[i].count - b));
+      }
+      finish(i, sum);
+    }
+  } else {
+    // One piece per norm block; the block sums are combined afterwards, in order.
+    const Tasks& t = MakeTasks(
+        tensors.size(), [&](size_t i) { return tensors[i].count; },
+        [&](size_t i) { return FloatSize(tensors[i].dtype); }, [](size_t) { return kNormBlock; });
+    thread_local std::vector<double> scratch;
+    std::vector<double>& block_sum = scratch;  // the caller's: workers must not name their own
+    block_sum.resize(t.pieces.size());
+    RunTasks(t, [&](const Piece& p) {
+      block_sum[static_cast<size_t>(&p - t.pieces.data())] = block(tensors[p.item], p.begin, p.count);
+    });
+    std::vector<double> sum(tensors.size(), 0.0);
+    for (size_t k = 0; k < t.pieces.size(); ++k) sum[t.pieces[k].item] += block_sum[k];
+    for (size_t i = 0; i < tensors.size(); ++i) finish(i, sum[i]);
   }
   *total = static_cast<float>(std::sqrt(all));
 }

@@ -19,8 +19,10 @@ namespace cpu {
 struct Isa {
   const char* name;
   // dst[k] = convert(dst_t, scale * src[k]) (+ old dst[k]) for k < n; src == nullptr writes zeros.
+  // `stream`: a hint that dst will not be read soon (larger than the caches):
+  // use non-temporal stores where that helps. Results are the same either way.
   void (*convert)(const void* src, DataType src_t, void* dst, DataType dst_t, size_t n, float scale,
-                  bool accumulate);
+                  bool accumulate, bool stream);
   // x[k] = convert(t, x[k] * inv_scale); returns true if any result is inf or NaN.
   bool (*unscale)(void* x, DataType t, size_t n, float inv_scale);
   // The block sum of squares of kernels/types.h for n <= kNormBlock elements.
@@ -30,7 +32,7 @@ struct Isa {
 const Isa& PortableIsa();
 const Isa* Avx2Isa();    // nullptr when not compiled in
 const Isa* Avx512Isa();  // nullptr when not compiled in
-// The best one this CPU supports (WEFT_CPU_ISA=portable|avx2|avx512 lowers the choice, for tests).
+// The best one this CPU supports; the others stay callable (tests compare them all).
 const Isa& BestIsa();
 
 }  // namespace cpu

@@ -16,7 +16,8 @@ using reference::IsBitCopy;
 using reference::LoadFloat;
 using reference::StoreFloat;
 
-void Convert(const void* src, DataType src_t, void* dst, DataType dst_t, size_t n, float scale, bool accumulate) {
+void Convert(const void* src, DataType src_t, void* dst, DataType dst_t, size_t n, float scale, bool accumulate,
+             bool /*stream: memcpy and memset choose for themselves*/) {
   if (src == nullptr) {
     std::memset(dst, 0, n * ElementSize(dst_t));
     return;

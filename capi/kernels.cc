@@ -1,0 +1,74 @@
+// Kernel entry points: check the list arguments, then kernels/kernels.cc
+// checks the rest (so C++ callers get the same errors).
+#include <vector>
+
+#include "capi/export.h"
+#include "capi/result.h"
+#include "core/status.h"
+#include "kernels/kernels.h"
+
+using weft::capi::Guard;
+using weft::kernels::TensorRef;
+
+namespace {
+
+weft::DataType T(weftDataType_t t) { return static_cast<weft::DataType>(t); }
+
+// The n tensors at `list` as TensorRefs; `what` names the argument in errors.
+absl::StatusOr<std::vector<TensorRef>> Tensors(const char* what, const weftTensor_t* list, int n) {
+  if (n < 0) return weft::InvalidArgument("n = %d is negative", n);
+  if (list == nullptr && n > 0) return weft::InvalidArgument("%s is NULL with n = %d", what, n);
+  std::vector<TensorRef> out(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) out[i] = {list[i].data, list[i].count, T(list[i].dtype)};
+  return out;
+}
+
+}  // namespace
+
+WEFT_API weftResult_t weftFlatten(const weftTensor_t* srcs, int n, void* dst, weftDataType_t dst_dtype,
+                                  const size_t* offsets, float scale, void* stream) {
+  return Guard("weftFlatten", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<TensorRef> s, Tensors("srcs", srcs, n));
+    return weft::kernels::Flatten(s, dst, T(dst_dtype), offsets, scale, stream);
+  });
+}
+
+WEFT_API weftResult_t weftUnflatten(const void* src, weftDataType_t src_dtype, const size_t* offsets,
+                                    const weftTensor_t* dsts, int n, float scale, int accumulate, void* stream) {
+  return Guard("weftUnflatten", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<TensorRef> d, Tensors("dsts", dsts, n));
+    return weft::kernels::Unflatten(src, T(src_dtype), offsets, d, scale, accumulate != 0, stream);
+  });
+}
+
+WEFT_API weftResult_t weftUnscaleCheckFinite(const weftTensor_t* tensors, int n, float inv_scale, int* found_inf,
+                                             void* stream) {
+  return Guard("weftUnscaleCheckFinite", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<TensorRef> t, Tensors("tensors", tensors, n));
+    return weft::kernels::UnscaleCheckFinite(t, inv_scale, found_inf, stream);
+  });
+}
+
+WEFT_API weftResult_t weftL2Norm(const weftTensor_t* tensors, int n, float* norms, float* total, void* stream) {
+  return Guard("weftL2Norm", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<TensorRef> t, Tensors("tensors", tensors, n));
+    return weft::kernels::L2Norm(t, norms, total, stream);
+  });
+}
+
+WEFT_API weftResult_t weftChunkCat(const weftTensor_t* srcs, int n, int world, const size_t* chunk_counts,
+                                   void* dst, weftDataType_t dst_dtype, float scale, void* stream) {
+  return Guard("weftChunkCat", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<TensorRef> s, Tensors("srcs", srcs, n));
+    return weft::kernels::ChunkCat(s, world, chunk_counts, dst, T(dst_dtype), scale, stream);
+  });
+}
+
+WEFT_API weftResult_t weftChunkSplit(const void* src, weftDataType_t src_dtype, int world,
+                                     const size_t* chunk_counts, const weftTensor_t* dsts, int n, float scale,
+                                     int accumulate, void* stream) {
+  return Guard("weftChunkSplit", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<TensorRef> d, Tensors("dsts", dsts, n));
+    return weft::kernels::ChunkSplit(src, T(src_dtype), world, chunk_counts, d, scale, accumulate != 0, stream);
+  });
+}

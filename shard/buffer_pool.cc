@@ -1,0 +1,60 @@
+#include "shard/buffer_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/status.h"
+
+namespace weft {
+namespace shard {
+namespace {
+constexpr size_t kAlign = 64;
+size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+BufferPool::~BufferPool() { Trim(); }
+
+absl::StatusOr<void*> BufferPool::Get(size_t bytes) {
+  const size_t size = RoundUp(std::max<size_t>(bytes, 1));
+  std::lock_guard<std::mutex> lock(mu_);
+  void* p = nullptr;
+  if (auto it = free_.find(size); it != free_.end()) {
+    p = it->second;
+    free_.erase(it);
+    stats_.pooled_bytes -= size;
+  } else {
+    p = std::aligned_alloc(kAlign, size);
+    if (p == nullptr) return SystemError("out of host memory allocating %zu bytes", size);
+  }
+  live_[p] = size;
+  stats_.live_bytes += size;
+  stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
+  return p;
+}
+
+void BufferPool::Put(void* p) {
+  if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(p);
+  if (it == live_.end()) return;  // not ours: ignore rather than corrupt the accounting
+  const size_t size = it->second;
+  live_.erase(it);
+  stats_.live_bytes -= size;
+  stats_.pooled_bytes += size;
+  free_.emplace(size, p);
+}
+
+void BufferPool::Trim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [size, p] : free_) std::free(p);
+  free_.clear();
+  stats_.pooled_bytes = 0;
+}
+
+PoolStats BufferPool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace shard
+}  // namespace weft

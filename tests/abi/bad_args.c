@@ -1,0 +1,118 @@
+/* The C ABI from C99 with nothing but the header: every entry point called
+ * with bad arguments must return the documented code, leave a message naming
+ * the argument, and never crash. Also freezes the ABI's sizes and values. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "weft/weft.h"
+
+static int failures = 0;
+
+#define EXPECT(cond)                                                     \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                        \
+    }                                                                    \
+  } while (0)
+
+/* r == want, and the last error mentions `needle`. */
+static void expect_fail(weftResult_t r, weftResult_t want, const char* needle, int line) {
+  if (r != want) {
+    fprintf(stderr, "line %d: got %d (%s), want %d; last error: %s\n", line, (int)r, weftGetErrorString(r),
+            (int)want, weftGetLastError());
+    ++failures;
+  } else if (strstr(weftGetLastError(), needle) == NULL) {
+    fprintf(stderr, "line %d: last error \"%s\" does not mention \"%s\"\n", line, weftGetLastError(), needle);
+    ++failures;
+  }
+}
+#define FAILS(call, want, needle) expect_fail((call), (want), (needle), __LINE__)
+
+/* Frozen ABI: these change only with a new soname. */
+typedef char check_config_size[sizeof(weftConfig_t) == 32 ? 1 : -1];
+typedef char check_result_values[(weftInProgress == 9 && weftNumResults == 10) ? 1 : -1];
+typedef char check_type_values[(weftInt64 == 7 && weftBfloat16 == 2) ? 1 : -1];
+typedef char check_op_values[(weftAvg == 4) ? 1 : -1];
+
+int main(void) {
+  weftComm_t comm = NULL, bad = NULL;
+  weftStream_t stream = NULL;
+  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  float buf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  int n = 0, version = 0;
+  weftResult_t async = weftSuccess;
+  weftBackend_t backend;
+  weftMemoryKind_t memory;
+
+  EXPECT(weftGetVersion(&version) == weftSuccess && version == WEFT_VERSION_CODE);
+  FAILS(weftGetVersion(NULL), weftInvalidArgument, "version is NULL");
+  EXPECT(weftGetErrorString((weftResult_t)12345) != NULL);
+  EXPECT(weftGetLastError() != NULL);
+
+  FAILS(weftCommInitWorld(NULL, NULL), weftInvalidArgument, "comm is NULL");
+  cfg.size = 0;
+  FAILS(weftCommInitWorld(&comm, &cfg), weftInvalidArgument, "config->size = 0");
+  cfg.size = sizeof(cfg);
+  cfg.memory = (weftMemoryKind_t)7;
+  FAILS(weftCommInitWorld(&comm, &cfg), weftInvalidArgument, "config->memory = 7");
+  cfg.memory = weftMemoryHost;
+  cfg.timeout_ms = -1;
+  FAILS(weftCommInitWorld(&comm, &cfg), weftInvalidArgument, "config->timeout_ms = -1");
+  FAILS(weftCommInitInProcess(NULL, 2, NULL), weftInvalidArgument, "comms is NULL");
+  FAILS(weftCommInitInProcess(&comm, 0, NULL), weftInvalidArgument, "nranks = 0");
+
+  EXPECT(weftCommInitWorld(&comm, NULL) == weftSuccess);
+  FAILS(weftCommSplit(NULL, 0, 0, &bad), weftInvalidArgument, "comm is NULL");
+  FAILS(weftCommSplit(comm, 0, 0, NULL), weftInvalidArgument, "newcomm is NULL");
+  FAILS(weftCommSplit(comm, -5, 0, &bad), weftInvalidArgument, "color = -5");
+  FAILS(weftCommCount(NULL, &n), weftInvalidArgument, "comm is NULL");
+  FAILS(weftCommCount(comm, NULL), weftInvalidArgument, "count is NULL");
+  FAILS(weftCommUserRank(comm, NULL), weftInvalidArgument, "rank is NULL");
+  FAILS(weftCommGetBackend(comm, NULL), weftInvalidArgument, "backend is NULL");
+  FAILS(weftCommGetMemoryKind(comm, NULL), weftInvalidArgument, "memory is NULL");
+  FAILS(weftCommGetAsyncError(comm, NULL), weftInvalidArgument, "asyncError is NULL");
+  FAILS(weftCommAbort(NULL), weftInvalidArgument, "comm is NULL");
+  FAILS(weftCommDestroy(NULL), weftInvalidArgument, "comm is NULL");
+  FAILS(weftBarrier(NULL), weftInvalidArgument, "comm is NULL");
+
+  FAILS(weftAllReduce(buf, buf, 8, weftFloat32, weftSum, NULL, NULL), weftInvalidArgument, "comm is NULL");
+  FAILS(weftAllReduce(NULL, buf, 8, weftFloat32, weftSum, comm, NULL), weftInvalidArgument, "sendbuf is NULL");
+  FAILS(weftAllReduce(buf, NULL, 8, weftFloat32, weftSum, comm, NULL), weftInvalidArgument, "recvbuf is NULL");
+  FAILS(weftAllReduce(buf, buf, 8, (weftDataType_t)-1, weftSum, comm, NULL), weftInvalidArgument, "datatype = -1");
+  FAILS(weftAllReduce(buf, buf, 8, weftFloat32, weftNumOps, comm, NULL), weftInvalidArgument, "op = 5");
+  FAILS(weftAllReduce(buf, buf, SIZE_MAX, weftFloat32, weftSum, comm, NULL), weftInvalidArgument, "overflows");
+  FAILS(weftAllReduce(buf, buf, 8, weftFloat32, weftSum, comm, (void*)buf), weftInvalidArgument, "stream");
+  FAILS(weftReduceScatter(NULL, buf, 4, weftFloat32, weftSum, comm, NULL), weftInvalidArgument, "sendbuf is NULL");
+  FAILS(weftReduceScatter(buf, buf, 4, weftFloat32, (weftRedOp_t)99, comm, NULL), weftInvalidArgument, "op = 99");
+  FAILS(weftAllGather(buf, NULL, 4, weftFloat32, comm, NULL), weftInvalidArgument, "recvbuf is NULL");
+  FAILS(weftAllGather(buf, buf, 4, weftNumTypes, comm, NULL), weftInvalidArgument, "datatype = 8");
+  FAILS(weftBroadcast(buf, buf, 8, weftFloat32, 1, comm, NULL), weftInvalidArgument, "root = 1");
+  FAILS(weftBroadcast(buf, buf, 8, weftFloat32, -1, comm, NULL), weftInvalidArgument, "root = -1");
+  FAILS(weftBroadcast(NULL, buf, 8, weftFloat32, 0, comm, NULL), weftInvalidArgument, "sendbuf is NULL");
+
+  /* count 0 with NULL buffers is a valid no-op, as in NCCL. */
+  EXPECT(weftAllReduce(NULL, NULL, 0, weftFloat32, weftSum, comm, NULL) == weftSuccess);
+
+  FAILS(weftStreamCreate(NULL), weftInvalidArgument, "stream is NULL");
+  FAILS(weftStreamSynchronize(NULL), weftInvalidArgument, "stream is NULL");
+  FAILS(weftStreamQuery((weftStream_t)(void*)buf), weftInvalidArgument, "not a live weft host stream");
+  FAILS(weftStreamDestroy(NULL), weftInvalidArgument, "stream is NULL");
+  EXPECT(weftStreamCreate(&stream) == weftSuccess);
+  EXPECT(weftAllReduce(buf, buf, 8, weftFloat32, weftMax, comm, stream) == weftSuccess);
+  EXPECT(weftStreamSynchronize(stream) == weftSuccess);
+  EXPECT(weftStreamDestroy(stream) == weftSuccess);
+
+  /* After all of that the communicator still works. */
+  EXPECT(weftAllReduce(buf, buf, 8, weftFloat32, weftSum, comm, NULL) == weftSuccess);
+  EXPECT(buf[7] == 8.0f);
+  EXPECT(weftCommGetBackend(comm, &backend) == weftSuccess);
+  EXPECT(weftCommGetMemoryKind(comm, &memory) == weftSuccess && memory == weftMemoryHost);
+  EXPECT(weftCommGetAsyncError(comm, &async) == weftSuccess && async == weftSuccess);
+  EXPECT(weftCommDestroy(comm) == weftSuccess);
+
+  if (failures) fprintf(stderr, "%d failures\n", failures);
+  else printf("bad_args: all checks passed\n");
+  return failures ? 1 : 0;
+}

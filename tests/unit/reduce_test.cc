@@ -1,0 +1,96 @@
+// core/reduce.h: accumulation types, op semantics and rounding of the
+// reductions that every host backend builds on.
+#include "core/reduce.h"
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace weft {
+namespace {
+
+// Reduces `inputs` (one vector per rank) the way a backend does.
+template <typename T>
+std::vector<T> Reduce(DataType t, RedOp op, const std::vector<std::vector<T>>& inputs) {
+  const size_t n = inputs[0].size();
+  std::vector<unsigned char> acc(n * AccumSize(t));
+  ToAccum(t, inputs[0].data(), acc.data(), n);
+  for (size_t r = 1; r < inputs.size(); ++r) AccumulateInto(t, op, acc.data(), inputs[r].data(), n);
+  std::vector<T> out(n);
+  FromAccum(t, op, static_cast<int>(inputs.size()), acc.data(), out.data(), n);
+  return out;
+}
+
+TEST(Reduce, AccumTypes) {
+  EXPECT_EQ(AccumType(DataType::kBfloat16), DataType::kFloat32);
+  EXPECT_EQ(AccumType(DataType::kFloat16), DataType::kFloat32);
+  EXPECT_EQ(AccumType(DataType::kInt8), DataType::kInt64);
+  EXPECT_EQ(AccumType(DataType::kFloat64), DataType::kFloat64);
+  EXPECT_TRUE(AccumIsSelf(DataType::kFloat32));
+}
+
+TEST(Reduce, Float32OpsMatchDouble) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-4, 4);
+  std::vector<std::vector<float>> in(3, std::vector<float>(1000));
+  for (auto& v : in) for (auto& x : v) x = dist(rng);
+  for (RedOp op : {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg}) {
+    const auto out = Reduce<float>(DataType::kFloat32, op, in);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const double a = in[0][i], b = in[1][i], c = in[2][i];
+      double want = 0;
+      switch (op) {
+        case RedOp::kSum: want = a + b + c; break;
+        case RedOp::kProd: want = a * b * c; break;
+        case RedOp::kMax: want = std::max({a, b, c}); break;
+        case RedOp::kMin: want = std::min({a, b, c}); break;
+        case RedOp::kAvg: want = (a + b + c) / 3; break;
+      }
+      EXPECT_NEAR(out[i], want, 1e-5 * (1 + std::fabs(want))) << Name(op) << " at " << i;
+    }
+  }
+}
+
+// bfloat16 sums are rounded once from float32, not after every rank.
+TEST(Reduce, Bf16RoundsOnce) {
+  // 256 + 1 + 1: bfloat16 has 8 significant bits, so 256 + 1 rounds back to
+  // 256 at every step, while the float32 sum 258 is representable.
+  const uint16_t a = FloatToBf16(256.0f), one = FloatToBf16(1.0f);
+  const auto out = Reduce<uint16_t>(DataType::kBfloat16, RedOp::kSum, {{a}, {one}, {one}});
+  EXPECT_EQ(Bf16ToFloat(out[0]), 258.0f);
+}
+
+TEST(Reduce, HalfAvgDividesInFloat32) {
+  const uint16_t x = FloatToHalf(60000.0f);
+  // The float16 sum would overflow to inf; float32 accumulation does not.
+  const auto out = Reduce<uint16_t>(DataType::kFloat16, RedOp::kAvg, {{x}, {x}, {x}, {x}});
+  EXPECT_EQ(HalfToFloat(out[0]), HalfToFloat(x));
+  const auto sum = Reduce<uint16_t>(DataType::kFloat16, RedOp::kSum, {{x}, {x}});
+  EXPECT_TRUE(std::isinf(HalfToFloat(sum[0])));
+}
+
+TEST(Reduce, IntegerAvgTruncatesTowardZero) {
+  const auto out = Reduce<int8_t>(DataType::kInt8, RedOp::kAvg, {{100, -3, 127}, {101, 0, 127}});
+  EXPECT_EQ(out, (std::vector<int8_t>{100, -1, 127}));  // 127+127 does not overflow the int64 accumulator
+}
+
+TEST(Reduce, IntegerSumWraps) {
+  const auto out = Reduce<int8_t>(DataType::kInt8, RedOp::kSum, {{100}, {100}});
+  EXPECT_EQ(out[0], static_cast<int8_t>(-56));
+  const auto big = Reduce<int64_t>(DataType::kInt64, RedOp::kSum, {{INT64_MAX}, {1}});
+  EXPECT_EQ(big[0], INT64_MIN);
+  const auto u = Reduce<uint8_t>(DataType::kUint8, RedOp::kMax, {{3, 250}, {200, 7}});
+  EXPECT_EQ(u, (std::vector<uint8_t>{200, 250}));
+}
+
+TEST(Reduce, CombineAccumMatchesAccumulate) {
+  std::vector<float> a = {1, 2, 3}, b = {4, -5, 6};
+  CombineAccum(DataType::kBfloat16, RedOp::kMin, a.data(), b.data(), 3);
+  EXPECT_EQ(a, (std::vector<float>{1, -5, 3}));
+}
+
+}  // namespace
+}  // namespace weft
