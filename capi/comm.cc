@@ -14,7 +14,8 @@ namespace weft {
 namespace capi {
 
 weftComm_t NewHandle(std::unique_ptr<Communicator> impl) {
-  auto* h = new weftComm{std::move(impl)};
+  auto* h = new weftComm();
+  h->impl = std::move(impl);
   Live<weftComm>::Add(h);
   return h;
 }

@@ -11,10 +11,13 @@
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "shard/buffer_pool.h"
 #include "weft/weft.h"
 
 struct weftComm {
   std::unique_ptr<weft::Communicator> impl;
+  // Unsharded buffers of this communicator's shard groups (capi/shard.cc).
+  weft::shard::BufferPool pool;
 };
 
 namespace weft {

@@ -295,6 +295,210 @@ weftResult_t weftChunkCat(const weftTensor_t* srcs, int n, int world, const size
 weftResult_t weftChunkSplit(const void* src, weftDataType_t src_dtype, int world, const size_t* chunk_counts,
                             const weftTensor_t* dsts, int n, float scale, int accumulate, void* stream);
 
+/* ---------------------------------------------------------------- DDP reducer */
+
+/* The reducer all-reduces gradients in buckets while backward is still
+ * computing (PyTorch DDP's Reducer, Horovod's tensor fusion). Register the
+ * gradients once; in each backward call weftReducerMarkReady as each
+ * gradient is produced, then weftReducerFinalize; every gradient then holds
+ * its average over the ranks.
+ *
+ *   weftReducerConfig_t cfg = WEFT_REDUCER_CONFIG_INITIALIZER;
+ *   weftReducer_t red;
+ *   weftReducerCreate(comm, grads, n, &cfg, &red);       // collective
+ *   for (;;) {
+ *     ... backward: weftReducerMarkReady(red, i, grad_i, NULL) per gradient ...
+ *     weftReducerFinalize(red, NULL);                     // averages in place
+ *   }
+ *   weftReducerDestroy(red);
+ *
+ * Buckets are launched strictly in bucket order on every rank, whatever order
+ * the gradients arrive in, so ranks never deadlock. The reducer issues
+ * collectives on `comm` from its own stream between the first MarkReady of a
+ * backward and the return of Finalize: issue nothing else on `comm` then.
+ * This build's reducer works on host-memory communicators. */
+typedef struct weftReducer* weftReducer_t;
+
+/* Pass as comm_dtype to communicate in the gradients' own type. */
+#define WEFT_REDUCER_COMM_DTYPE_NATIVE (-1)
+
+typedef struct {
+  size_t size;                    /* set by the initializer */
+  size_t bucket_cap_bytes;        /* 25 MiB */
+  size_t first_bucket_cap_bytes;  /* 1 MiB: the first bucket is small so communication starts early */
+  int comm_dtype;                 /* WEFT_REDUCER_COMM_DTYPE_NATIVE, weftBfloat16 or weftFloat16 (compression:
+                                     cast in the copy-in, back in the copy-out; float16 divides by sqrt(N)
+                                     before and after the sum so it cannot overflow) */
+  int find_unused;                /* 0; 1: gradients not marked by Finalize are unused (zeros), and a used-bitmap
+                                     is all-reduced: weftReducerGetGradUsed */
+  int static_graph;               /* 0; 1: the first backward's mark counts are expected in every backward
+                                     (activation checkpointing marks a gradient once per recomputation) */
+  int rebuild_buckets;            /* 1: after the first backward, re-plan once from rank 0's ready order */
+  int gradient_as_bucket_view;    /* 0; 1: the framework makes each gradient a view of its bucket slot
+                                     (weftReducerGetGradSlot), so nothing is copied in or out */
+  const char* const* names;       /* NULL, or names[i] of grads[i], used in error messages; copied */
+} weftReducerConfig_t;
+
+#define WEFT_REDUCER_CONFIG_INITIALIZER \
+  { sizeof(weftReducerConfig_t), (size_t)25 << 20, (size_t)1 << 20, WEFT_REDUCER_COMM_DTYPE_NATIVE, 0, 0, 1, 0, NULL }
+
+/* Registers grads[0..n-1] (count and dtype; data is not read). Collective
+ * over `comm`; blocking. Every rank's gradient list and configuration are
+ * compared first: a difference is weftInvalidUsage on every rank, naming the
+ * first differing gradient and the ranks that disagree (never a hang).
+ * `config` may be NULL. `comm` must outlive the reducer. */
+weftResult_t weftReducerCreate(weftComm_t comm, const weftTensor_t* grads, int n,
+                               const weftReducerConfig_t* config, weftReducer_t* reducer);
+
+/* Gradient `index` is final for this backward and lives at `grad` (count
+ * elements of its registered dtype), which must stay valid and unchanged
+ * until Finalize returns. Any thread, any order; does not block on the
+ * communication: a completed bucket is copied in and all-reduced on the
+ * reducer's stream. Host memory: `stream` must be NULL. Marking a gradient
+ * twice in one backward is weftInvalidUsage naming it (unless static_graph
+ * expects it); a refused call changes nothing. */
+weftResult_t weftReducerMarkReady(weftReducer_t reducer, int index, void* grad, void* stream);
+
+/* Gradient `index` takes no part in this backward: its slot is zero-filled
+ * and counts as ready. Any thread. */
+weftResult_t weftReducerMarkUnused(weftReducer_t reducer, int index);
+
+/* Waits for every bucket: every grad passed to MarkReady now holds the
+ * average over ranks. Collective (the buckets' all-reduces); blocking.
+ * Outside find_unused mode, gradients never marked make it return
+ * weftInvalidUsage listing them (by name when known) and change nothing: mark
+ * them and call it again. Host memory: `stream` must be NULL. */
+weftResult_t weftReducerFinalize(weftReducer_t reducer, void* stream);
+
+/* 0: accumulate locally (no_sync): MarkReady and Finalize communicate
+ * nothing, and the next synced backward reduces the accumulated gradients.
+ * Refused (weftInvalidUsage) in the middle of a backward. */
+weftResult_t weftReducerSetSync(weftReducer_t reducer, int sync);
+
+/* Waits for launched work, then frees the reducer. Not collective. */
+weftResult_t weftReducerDestroy(weftReducer_t reducer);
+
+/* Gradient-as-bucket-view. *slot: where gradient `index` lives in its bucket
+ * (count elements of the bucket's type, the comm dtype), valid until the
+ * layout version changes; *bucket: its bucket number. Make the framework's
+ * gradient a view of it and pass that pointer to MarkReady. */
+weftResult_t weftReducerGetGradSlot(weftReducer_t reducer, int index, void** slot, int* bucket);
+weftResult_t weftReducerGetBucketCount(weftReducer_t reducer, int* count);
+/* Incremented when the buckets are rebuilt (after the first backward): re-fetch the slots then. */
+weftResult_t weftReducerGetLayoutVersion(weftReducer_t reducer, int* version);
+/* find_unused: after Finalize, *used = 1 when some rank used gradient `index`
+ * in that backward. A gradient unused here but used elsewhere holds its
+ * average only in its slot; one unused everywhere is left untouched. */
+weftResult_t weftReducerGetGradUsed(weftReducer_t reducer, int index, int* used);
+
+/* ---------------------------------------------------------------- sharding (FSDP, ZeRO) */
+
+/* A shard group is a set of parameters gathered and released together (a
+ * transformer block, an FSDP unit). Each rank keeps its fp32 master shard and
+ * fp32 gradient shard of the group; weft gathers full parameters in the
+ * compute dtype just before use and reduce-scatters full gradients into the
+ * gradient shard after. ZeRO-1/2/3 and HSDP are configurations of it:
+ *   ZeRO-3 / FSDP  unshard before each use, reshard after, reduce-scatter;
+ *   ZeRO-2         keep parameters unsharded, reduce-scatter gradients;
+ *   ZeRO-1         reduction = weftGradAllReduce (every rank gets the full
+ *                  average and keeps its shard of it);
+ *   HSDP           pass `replicas` (weftCommSplit): reduce-scatter within
+ *                  `comm`, then all-reduce the shard across replicas.
+ * Host memory for now. Unsharded buffers come from a pool kept per
+ * communicator, so the next group's unshard reuses the last one's memory.
+ * The communicators must outlive their groups. */
+typedef struct weftShardGroup* weftShardGroup_t;
+
+typedef enum {
+  weftShardFlat = 0,     /* FSDP1 / ZeRO-3: concatenated, padded, one contiguous slice per rank */
+  weftShardPerParam = 1, /* FSDP2: every parameter chunked along dim 0, each shard a valid tensor */
+  weftNumShardLayouts = 2
+} weftShardLayout_t;
+
+typedef enum { weftGradReduceScatter = 0, weftGradAllReduce = 1, weftNumGradReductions = 2 } weftGradReduction_t;
+
+#define WEFT_MAX_DIMS 8
+
+typedef struct {
+  const char* name;               /* for error messages; may be NULL */
+  int ndim;                       /* 0 (a scalar) .. WEFT_MAX_DIMS */
+  int64_t shape[WEFT_MAX_DIMS];
+} weftParamDesc_t;
+
+typedef struct {
+  size_t size;
+  weftShardLayout_t layout;       /* weftShardFlat */
+  weftDataType_t param_dtype;     /* weftFloat32: unsharded (compute) parameters; or bfloat16, float16 */
+  weftDataType_t reduce_dtype;    /* weftFloat32: the gradient collective; or bfloat16, float16 */
+  weftGradReduction_t reduction;  /* weftGradReduceScatter */
+} weftShardGroupConfig_t;
+
+#define WEFT_SHARD_GROUP_CONFIG_INITIALIZER \
+  { sizeof(weftShardGroupConfig_t), weftShardFlat, weftFloat32, weftFloat32, weftGradReduceScatter }
+
+/* This rank's part of one parameter: elements [param_offset, param_offset +
+ * length) of the flattened parameter, at shard_offset in the shard buffers. */
+typedef struct {
+  size_t param_offset;
+  size_t length;
+  size_t shard_offset;
+} weftShardDesc_t;
+
+typedef struct {
+  size_t shard_bytes;        /* this group's fp32 master shard */
+  size_t grad_shard_bytes;   /* this group's fp32 gradient shard */
+  size_t unsharded_bytes;    /* this group's live unsharded buffers (0 after reshard) */
+  size_t pool_live_bytes;    /* the communicator's pool: handed out */
+  size_t pool_cached_bytes;  /* the communicator's pool: kept for reuse */
+  size_t pool_peak_bytes;    /* the communicator's pool: most ever handed out at once */
+} weftShardMemory_t;
+
+/* Collective over comm (blocking): every rank passes the same parameter list,
+ * else weftInvalidUsage on every rank. replicas may be NULL. */
+weftResult_t weftShardGroupCreate(weftComm_t comm, weftComm_t replicas, const weftParamDesc_t* params, int n,
+                                  const weftShardGroupConfig_t* config, weftShardGroup_t* group);
+/* Local. Synchronise the streams the group's work ran on first. */
+weftResult_t weftShardGroupDestroy(weftShardGroup_t group);
+/* Local, non-blocking. */
+weftResult_t weftShardGroupGetShard(weftShardGroup_t group, int param, weftShardDesc_t* desc);
+/* The fp32 master and gradient shards (count elements each, padding included):
+ * an optimizer updates them in place. Local. */
+weftResult_t weftShardGroupGetBuffers(weftShardGroup_t group, float** params, float** grads, size_t* count);
+/* Copies this rank's part of each full fp32 parameter into the master shard. Local. */
+weftResult_t weftShardGroupLoadFull(weftShardGroup_t group, const float* const* full, int n);
+/* All-gathers the master shards, cast once to param_dtype. Collective over
+ * comm; NULL stream: blocks; a weftStream_t: enqueued (synchronise before
+ * reading the full parameters). */
+weftResult_t weftShardGroupUnshard(weftShardGroup_t group, void* stream);
+/* Unshards into the caller's buffer `full` of *numel elements of
+ * param_dtype (weftShardGroupGetFullLayout), for frameworks that own the
+ * memory of full parameters (PyTorch keeps autograd's saved tensors pointing
+ * at it across reshards). Parameter i starts at element offsets[i]. Does not
+ * mark the group unsharded. Collective; stream as for Unshard. */
+weftResult_t weftShardGroupUnshardInto(weftShardGroup_t group, void* full, void* stream);
+/* *numel: the element count UnshardInto needs; offsets (may be NULL): n
+ * entries, where each parameter starts in it. Local. */
+weftResult_t weftShardGroupGetFullLayout(weftShardGroup_t group, size_t* numel, size_t* offsets, int n);
+/* Parameter `param`'s full values (param_dtype), valid from Unshard's
+ * completion until Reshard. Local. */
+weftResult_t weftShardGroupGetFullParam(weftShardGroup_t group, int param, void** data);
+/* Returns the unsharded buffers to the pool. Local; synchronise first. */
+weftResult_t weftShardGroupReshard(weftShardGroup_t group);
+/* grads[i] is parameter i's full gradient (numel elements, any float dtype):
+ * cast to reduce_dtype, reduce-scattered (or all-reduced) with averaging,
+ * all-reduced across replicas, added to the fp32 gradient shard. Collective;
+ * stream as for Unshard. */
+weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const weftTensor_t* grads, int n, void* stream);
+/* Sets the gradient shard to zero. Local. */
+weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group);
+/* Full fp32 parameters from the shards: out[i] (numel floats) written on
+ * root, or on every rank when root < 0. Collective, blocking; materialises one group. */
+weftResult_t weftShardGroupGatherFull(weftShardGroup_t group, int root, float* const* out, int n);
+/* Inverse: root's full[i] become every rank's shards (full is only read on
+ * root). Collective, blocking. */
+weftResult_t weftShardGroupScatterFull(weftShardGroup_t group, int root, const float* const* full, int n);
+weftResult_t weftShardGroupGetMemory(weftShardGroup_t group, weftShardMemory_t* memory);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

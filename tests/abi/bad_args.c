@@ -35,6 +35,8 @@ typedef char check_config_size[sizeof(weftConfig_t) == 32 ? 1 : -1];
 typedef char check_result_values[(weftInProgress == 9 && weftNumResults == 10) ? 1 : -1];
 typedef char check_type_values[(weftInt64 == 7 && weftBfloat16 == 2) ? 1 : -1];
 typedef char check_op_values[(weftAvg == 4) ? 1 : -1];
+typedef char check_shard_config_size[sizeof(weftShardGroupConfig_t) == 24 ? 1 : -1];
+typedef char check_param_desc_size[sizeof(weftParamDesc_t) == 80 ? 1 : -1];
 
 int main(void) {
   weftComm_t comm = NULL, bad = NULL;
@@ -103,6 +105,61 @@ int main(void) {
   EXPECT(weftAllReduce(buf, buf, 8, weftFloat32, weftMax, comm, stream) == weftSuccess);
   EXPECT(weftStreamSynchronize(stream) == weftSuccess);
   EXPECT(weftStreamDestroy(stream) == weftSuccess);
+
+  {
+    weftShardGroup_t group = NULL;
+    weftShardGroupConfig_t scfg = WEFT_SHARD_GROUP_CONFIG_INITIALIZER;
+    weftParamDesc_t p = {"w", 1, {8, 0, 0, 0, 0, 0, 0, 0}};
+    weftShardDesc_t desc;
+    weftShardMemory_t mem;
+    void* data = NULL;
+    FAILS(weftShardGroupCreate(NULL, NULL, &p, 1, NULL, &group), weftInvalidArgument, "comm is NULL");
+    FAILS(weftShardGroupCreate(comm, NULL, NULL, 1, NULL, &group), weftInvalidArgument, "params is NULL");
+    FAILS(weftShardGroupCreate(comm, NULL, &p, 1, NULL, NULL), weftInvalidArgument, "group is NULL");
+    p.ndim = 9;
+    FAILS(weftShardGroupCreate(comm, NULL, &p, 1, NULL, &group), weftInvalidArgument, "params[0].ndim = 9");
+    p.ndim = 1;
+    p.shape[0] = -2;
+    FAILS(weftShardGroupCreate(comm, NULL, &p, 1, NULL, &group), weftInvalidArgument, "shape[0] = -2");
+    p.shape[0] = 8;
+    scfg.param_dtype = weftInt32;
+    FAILS(weftShardGroupCreate(comm, NULL, &p, 1, &scfg, &group), weftInvalidArgument, "param_dtype = int32");
+    scfg.param_dtype = weftFloat32;
+    scfg.layout = (weftShardLayout_t)3;
+    FAILS(weftShardGroupCreate(comm, NULL, &p, 1, &scfg, &group), weftInvalidArgument, "config->layout = 3");
+    FAILS(weftShardGroupDestroy(NULL), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupGetShard(NULL, 0, &desc), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupGetBuffers(NULL, NULL, NULL, NULL), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupLoadFull(NULL, NULL, 0), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupUnshard(NULL, NULL), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupGetFullParam(NULL, 0, &data), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupReshard(NULL), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupReduceGrads(NULL, NULL, 0, NULL), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupZeroGrads(NULL), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupGatherFull(NULL, 0, NULL, 0), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupScatterFull(NULL, 0, NULL, 0), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupGetMemory(NULL, &mem), weftInvalidArgument, "group is NULL");
+    scfg.layout = weftShardFlat;
+    EXPECT(weftShardGroupCreate(comm, NULL, &p, 1, &scfg, &group) == weftSuccess);
+    FAILS(weftShardGroupGetShard(group, 1, &desc), weftInvalidArgument, "param = 1");
+    FAILS(weftShardGroupGetShard(group, 0, NULL), weftInvalidArgument, "desc is NULL");
+    FAILS(weftShardGroupLoadFull(group, NULL, 1), weftInvalidArgument, "full is NULL");
+    FAILS(weftShardGroupLoadFull(group, NULL, 2), weftInvalidArgument, "n = 2");
+    FAILS(weftShardGroupGetFullParam(group, 0, &data), weftInvalidUsage, "sharded");
+    FAILS(weftShardGroupUnshard(group, (void*)buf), weftInvalidArgument, "stream");
+    FAILS(weftShardGroupGetMemory(group, NULL), weftInvalidArgument, "memory is NULL");
+    FAILS(weftShardGroupUnshardInto(group, NULL, NULL), weftInvalidArgument, "full is NULL");
+    FAILS(weftShardGroupUnshardInto(NULL, buf, NULL), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupGetFullLayout(group, NULL, NULL, 0), weftInvalidArgument, "numel is NULL");
+    {
+      size_t numel = 0, offs[2];
+      FAILS(weftShardGroupGetFullLayout(group, &numel, offs, 2), weftInvalidArgument, "n = 2");
+      EXPECT(weftShardGroupGetFullLayout(group, &numel, offs, 1) == weftSuccess && numel == 8 && offs[0] == 0);
+    }
+    FAILS(weftShardGroupGatherFull(group, 3, NULL, 0), weftInvalidArgument, "root = 3");
+    FAILS(weftShardGroupScatterFull(group, -1, NULL, 0), weftInvalidArgument, "root = -1");
+    EXPECT(weftShardGroupDestroy(group) == weftSuccess);
+  }
 
   /* After all of that the communicator still works. */
   EXPECT(weftAllReduce(buf, buf, 8, weftFloat32, weftSum, comm, NULL) == weftSuccess);

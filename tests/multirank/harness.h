@@ -24,6 +24,17 @@ using RankBody = std::function<std::string(Communicator& comm)>;
 void RunRanks(int nranks, const RankBody& body, std::chrono::seconds limit = std::chrono::seconds(120),
               CommOptions options = {});
 
+// The same for bodies that use gtest's EXPECT_/ASSERT_ macros directly
+// (they are thread-safe): failures are reported as they happen.
+inline void RunRanksExpecting(int nranks, const std::function<void(Communicator& comm)>& body,
+                              std::chrono::seconds limit = std::chrono::seconds(120), CommOptions options = {}) {
+  RunRanks(nranks, RankBody([&body](Communicator& comm) {
+             body(comm);
+             return std::string();
+           }),
+           limit, options);
+}
+
 }  // namespace testing
 }  // namespace weft
 

@@ -26,35 +26,16 @@ TEST(Dtype, ElementSizesAndNames) {
   EXPECT_STREQ(Name(RedOp::kAvg), "avg");
 }
 
-// Every half round-trips through float exactly, and widening matches ldexp.
-TEST(Dtype, HalfRoundTripsExhaustively) {
+// Widening is exact: every finite half is the value its fields encode.
+// (Round trips and midpoints are dtype_convert_test.cc's.)
+TEST(Dtype, HalfWidensExactly) {
   for (uint32_t h = 0; h < 65536; ++h) {
-    const float f = HalfToFloat(static_cast<uint16_t>(h));
-    if (IsNanHalf(static_cast<uint16_t>(h))) {
-      EXPECT_TRUE(std::isnan(f)) << h;
-      EXPECT_TRUE(IsNanHalf(FloatToHalf(f))) << h;
-      continue;
-    }
-    EXPECT_EQ(FloatToHalf(f), h) << "half 0x" << std::hex << h;
-    EXPECT_EQ(DoubleToHalf(static_cast<double>(f)), h) << "half 0x" << std::hex << h;
+    if (IsNanHalf(static_cast<uint16_t>(h))) continue;
     const int exp = (h >> 10) & 0x1f;
     const int man = h & 0x3ff;
     double want = exp == 0 ? std::ldexp(man, -24) : exp == 31 ? INFINITY : std::ldexp(1024 + man, exp - 25);
     if (h & 0x8000u) want = -want;
-    EXPECT_EQ(static_cast<double>(f), want) << h;
-  }
-}
-
-TEST(Dtype, Bf16RoundTripsExhaustively) {
-  for (uint32_t h = 0; h < 65536; ++h) {
-    const float f = Bf16ToFloat(static_cast<uint16_t>(h));
-    if (IsNanBf16(static_cast<uint16_t>(h))) {
-      EXPECT_TRUE(IsNanBf16(FloatToBf16(f))) << h;
-      EXPECT_TRUE(IsNanBf16(DoubleToBf16(f))) << h;
-      continue;
-    }
-    EXPECT_EQ(FloatToBf16(f), h) << h;
-    EXPECT_EQ(DoubleToBf16(static_cast<double>(f)), h) << h;
+    EXPECT_EQ(static_cast<double>(HalfToFloat(static_cast<uint16_t>(h))), want) << h;
   }
 }
 

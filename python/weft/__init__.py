@@ -1,0 +1,34 @@
+"""weft: the communication runtime under data-parallel and sharded training.
+
+A ctypes binding of libweft (no compiled extension):
+
+    import weft
+    comm = weft.init()                       # the world communicator
+    comm.all_reduce(x, op="avg")             # torch tensors or numpy arrays
+    model = weft.torch.DistributedDataParallel(model)   # PyTorch adapter
+
+weft.torch is imported lazily, so this package works without PyTorch.
+"""
+
+import ctypes
+
+from ._lib import WeftError
+from .comm import Communicator, init, init_in_process
+from .reducer import Reducer
+
+__all__ = ["Communicator", "Reducer", "WeftError", "init", "init_in_process", "library_version"]
+
+
+def library_version():
+    """WEFT_VERSION_CODE of the loaded libweft (major * 10000 + minor * 100 + patch)."""
+    from . import _lib
+    v = ctypes.c_int()
+    _lib.call("weftGetVersion", ctypes.byref(v))
+    return v.value
+
+
+def __getattr__(name):
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError("module 'weft' has no attribute %r" % name)

@@ -1,0 +1,94 @@
+"""The DDP reducer (weft.h "DDP reducer") for any framework: register the
+gradients once, mark each ready during backward, finalize.
+
+    red = weft.Reducer(comm, [(p.numel(), torch.float32) for p in params], names=...)
+    ... in backward: red.mark_ready(i, p.grad) ...
+    red.finalize()                        # every marked grad holds the average
+"""
+
+import ctypes
+
+from . import _lib
+from ._tensors import describe, dtype_code
+
+COMM_DTYPES = {None: -1, "float16": 1, "bfloat16": 2}
+
+
+class Reducer:
+    def __init__(self, comm, grads, names=None, bucket_cap_bytes=25 << 20, first_bucket_cap_bytes=1 << 20,
+                 comm_dtype=None, find_unused=False, static_graph=False, rebuild_buckets=True,
+                 gradient_as_bucket_view=False):
+        """Collective over comm. grads: (count, dtype) pairs; dtype a torch or numpy dtype or a name."""
+        n = len(grads)
+        specs = (_lib.Tensor * max(n, 1))()
+        for i, (count, dtype) in enumerate(grads):
+            specs[i] = _lib.Tensor(None, count, dtype_code(dtype))
+        cfg = _lib.ReducerConfig()
+        cfg.bucket_cap_bytes = int(bucket_cap_bytes)
+        cfg.first_bucket_cap_bytes = int(first_bucket_cap_bytes)
+        cfg.comm_dtype = COMM_DTYPES[comm_dtype]
+        cfg.find_unused = int(find_unused)
+        cfg.static_graph = int(static_graph)
+        cfg.rebuild_buckets = int(rebuild_buckets)
+        cfg.gradient_as_bucket_view = int(gradient_as_bucket_view)
+        if names is not None:
+            self._names = (ctypes.c_char_p * max(n, 1))(*[s.encode() for s in names])
+            cfg.names = self._names
+        self.comm = comm
+        self.counts = [int(c) for c, _ in grads]
+        h = ctypes.c_void_p()
+        _lib.call("weftReducerCreate", comm.handle, specs, n, ctypes.byref(cfg), ctypes.byref(h))
+        self._h = h
+
+    def mark_ready(self, index, grad):
+        """grad (tensor or array) must stay alive and unchanged until finalize() returns."""
+        p, n, _ = describe(grad, "grad")
+        if n != self.counts[index]:
+            raise ValueError("weft: gradient %d has %d elements, registered with %d" % (index, n, self.counts[index]))
+        _lib.call("weftReducerMarkReady", self._h, index, p, None)
+
+    def mark_ready_ptr(self, index, address):
+        _lib.call("weftReducerMarkReady", self._h, index, address, None)
+
+    def mark_unused(self, index):
+        _lib.call("weftReducerMarkUnused", self._h, index)
+
+    def finalize(self):
+        _lib.call("weftReducerFinalize", self._h, None)
+
+    def set_sync(self, sync):
+        _lib.call("weftReducerSetSync", self._h, int(bool(sync)))
+
+    def grad_slot(self, index):
+        """Address of gradient `index`'s slot in its bucket, and the bucket number."""
+        p, b = ctypes.c_void_p(), ctypes.c_int()
+        _lib.call("weftReducerGetGradSlot", self._h, index, ctypes.byref(p), ctypes.byref(b))
+        return p.value, b.value
+
+    def grad_used(self, index):
+        u = ctypes.c_int()
+        _lib.call("weftReducerGetGradUsed", self._h, index, ctypes.byref(u))
+        return bool(u.value)
+
+    @property
+    def bucket_count(self):
+        n = ctypes.c_int()
+        _lib.call("weftReducerGetBucketCount", self._h, ctypes.byref(n))
+        return n.value
+
+    @property
+    def layout_version(self):
+        v = ctypes.c_int()
+        _lib.call("weftReducerGetLayoutVersion", self._h, ctypes.byref(v))
+        return v.value
+
+    def destroy(self):
+        if self._h is not None:
+            h, self._h = self._h, None
+            _lib.call("weftReducerDestroy", h)
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass

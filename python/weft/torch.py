@@ -1,0 +1,146 @@
+"""PyTorch adapter: DistributedDataParallel over weft's reducer.
+
+    import weft.torch
+    model = weft.torch.DistributedDataParallel(MyModel(), bucket_cap_mb=25)
+    loss = model(x).sum(); loss.backward()   # gradients averaged over ranks
+    with model.no_sync(): ...                # accumulate locally
+
+The surface of torch.nn.parallel.DistributedDataParallel: forward, .module,
+no_sync(), parameters (and buffers) broadcast from rank 0 at construction.
+Each parameter's gradient accumulator gets a hook that marks the gradient
+ready, so buckets are all-reduced on weft's stream while autograd computes
+the earlier layers; a callback queued on the autograd engine finalizes at
+the end of backward. Host (CPU) tensors.
+"""
+
+import contextlib
+import ctypes
+
+import torch
+
+from .comm import init
+from .reducer import Reducer
+
+_COMM_DTYPES = {None: None, torch.float16: "float16", torch.bfloat16: "bfloat16",
+                "float16": "float16", "bfloat16": "bfloat16"}
+
+
+def _tensor_at(address, count, dtype):
+    """A tensor over weft-owned memory (a bucket slot); it does not own it."""
+    if count == 0:
+        return torch.empty(0, dtype=dtype)
+    nbytes = count * torch.empty(0, dtype=dtype).element_size()
+    return torch.frombuffer((ctypes.c_char * nbytes).from_address(address), dtype=dtype, count=count)
+
+
+class DistributedDataParallel(torch.nn.Module):
+    def __init__(self, module, comm=None, bucket_cap_mb=25, find_unused_parameters=False,
+                 gradient_as_bucket_view=False, static_graph=False, broadcast_buffers=True,
+                 comm_dtype=None, first_bucket_cap_mb=1):
+        super().__init__()
+        self.module = module
+        self.comm = comm if comm is not None else init()
+        self.broadcast_buffers = broadcast_buffers
+        self.gradient_as_bucket_view = gradient_as_bucket_view
+        self.find_unused_parameters = find_unused_parameters
+        seen = set()
+        self._params, names = [], []
+        for name, p in module.named_parameters():
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                self._params.append(p)
+                names.append(name)
+                if p.device.type != "cpu" or p.layout != torch.strided:
+                    raise ValueError("weft DDP: parameter %s is %s/%s; host dense tensors only" %
+                                     (name, p.device, p.layout))
+        with torch.no_grad():
+            for p in module.parameters():
+                self.comm.broadcast(p.data, root=0)
+            self._sync_buffers()
+        self.reducer = Reducer(
+            self.comm, [(p.numel(), p.dtype) for p in self._params], names=names,
+            bucket_cap_bytes=int(bucket_cap_mb * (1 << 20)), first_bucket_cap_bytes=int(first_bucket_cap_mb * (1 << 20)),
+            comm_dtype=_COMM_DTYPES[comm_dtype], find_unused=find_unused_parameters, static_graph=static_graph,
+            gradient_as_bucket_view=gradient_as_bucket_view)
+        self._require_sync = True
+        self._queued = False
+        self._marked = {}  # index -> the gradient tensor handed to the reducer, alive until finalize
+        self._accumulators = []
+        for i, p in enumerate(self._params):
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            acc.register_hook(self._make_hook(i))
+            self._accumulators.append(acc)  # the hook lives as long as its node
+
+    # ------------------------------------------------------------ torch DDP surface
+    def forward(self, *inputs, **kwargs):
+        if self.broadcast_buffers and self._require_sync:
+            with torch.no_grad():
+                self._sync_buffers()
+        return self.module(*inputs, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backwards inside accumulate gradients locally; the first one after syncs the sum."""
+        old = self._require_sync
+        self._require_sync = False
+        self.reducer.set_sync(False)
+        try:
+            yield
+        finally:
+            self._require_sync = old
+            self.reducer.set_sync(old)
+
+    # ------------------------------------------------------------ hooks
+    def _sync_buffers(self):
+        for b in self.module.buffers():
+            self.comm.broadcast(b.data if b.is_contiguous() else b.data.contiguous(), root=0)
+
+    def _slot(self, i):
+        address, _ = self.reducer.grad_slot(i)
+        p = self._params[i]
+        return address, _tensor_at(address, p.numel(), p.dtype).view_as(p)
+
+    def _make_hook(self, i):
+        def hook(*unused):
+            if not self._require_sync:
+                return
+            if not self._queued:
+                self._queued = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._finalize_backward)
+            p = self._params[i]
+            g = p.grad
+            if self.gradient_as_bucket_view:
+                address, view = self._slot(i)
+                if g.data_ptr() != address:  # first step, or autograd replaced it: adopt the slot
+                    view.copy_(g)
+                    p.grad = view
+                self._marked[i] = p.grad
+                self.reducer.mark_ready_ptr(i, address)
+            else:
+                if not g.is_contiguous():
+                    g = p.grad = g.contiguous()
+                self._marked[i] = g
+                self.reducer.mark_ready(i, g)
+        return hook
+
+    def _finalize_backward(self):
+        self._queued = False
+        version = self.reducer.layout_version
+        try:
+            self.reducer.finalize()
+        finally:
+            marked, self._marked = self._marked, {}
+        if self.find_unused_parameters:
+            for i, p in enumerate(self._params):
+                if i in marked or not self.reducer.grad_used(i):
+                    continue  # done, or unused everywhere: left as it was
+                _, view = self._slot(i)  # used on another rank: its average lives in the slot
+                if p.grad is None:
+                    p.grad = view if self.gradient_as_bucket_view else view.clone()
+                else:
+                    p.grad.copy_(view)
+        if self.gradient_as_bucket_view and self.reducer.layout_version != version:
+            # Rebuilt buckets: the old slots are gone, the values were carried over.
+            for i, p in enumerate(self._params):
+                if p.grad is not None:
+                    p.grad = self._slot(i)[1]

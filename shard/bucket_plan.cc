@@ -1,0 +1,126 @@
+#include "shard/bucket_plan.h"
+
+#include <limits>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "core/status.h"
+
+namespace weft {
+namespace shard {
+namespace {
+
+size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+absl::Status CheckOptions(size_t n, const PlanOptions& o) {
+  if (o.bucket_cap_bytes == 0) return InvalidArgument("bucket_cap_bytes = 0 (expected at least 1)");
+  if (o.first_bucket_cap_bytes == 0) return InvalidArgument("first_bucket_cap_bytes = 0 (expected at least 1)");
+  if (o.alignment_bytes == 0 || (o.alignment_bytes & (o.alignment_bytes - 1)) != 0) {
+    return InvalidArgument("alignment_bytes = %zu is not a power of two", o.alignment_bytes);
+  }
+  if (o.pad_multiple == 0) return InvalidArgument("pad_multiple = 0 (expected at least 1)");
+  if (o.comm_dtype && !(IsValid(*o.comm_dtype) && IsFloating(*o.comm_dtype))) {
+    return InvalidArgument("comm dtype = %d is not a floating-point weftDataType_t",
+                           static_cast<int>(*o.comm_dtype));
+  }
+  if (o.order.empty()) return absl::OkStatus();
+  if (o.order.size() != n) return InvalidArgument("order has %zu entries for %zu gradients", o.order.size(), n);
+  std::vector<bool> seen(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const int g = o.order[i];
+    if (g < 0 || static_cast<size_t>(g) >= n) {
+      return InvalidArgument("order[%zu] = %d is not a gradient index (expected 0..%zu)", i, g, n - 1);
+    }
+    if (seen[g]) return InvalidArgument("order[%zu] = %d repeats a gradient: order must be a permutation", i, g);
+    seen[g] = true;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+DataType BucketType(DataType t, const PlanOptions& options) {
+  return options.comm_dtype && IsFloating(t) ? *options.comm_dtype : t;
+}
+
+std::string GradLabel(absl::Span<const GradSpec> grads, int index) {
+  if (index >= 0 && static_cast<size_t>(index) < grads.size() && !grads[index].name.empty()) {
+    return absl::StrFormat("'%s'", grads[index].name);
+  }
+  return absl::StrFormat("#%d", index);
+}
+
+absl::StatusOr<BucketPlan> PlanBuckets(absl::Span<const GradSpec> grads, const PlanOptions& options) {
+  const size_t n = grads.size();
+  if (n > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return InvalidArgument("%zu gradients is more than an int can index", n);
+  }
+  RETURN_IF_ERROR(CheckOptions(n, options));
+  for (size_t i = 0; i < n; ++i) {
+    if (!IsValid(grads[i].dtype)) {
+      return InvalidArgument("gradient %s: dtype = %d is not a weftDataType_t",
+                             GradLabel(grads, static_cast<int>(i)), static_cast<int>(grads[i].dtype));
+    }
+    // Bucket offsets are counted in elements of up to 8 bytes, plus alignment.
+    if (grads[i].count > (std::numeric_limits<size_t>::max() >> 5)) {
+      return InvalidArgument("gradient %s: count = %zu is too large", GradLabel(grads, static_cast<int>(i)),
+                             grads[i].count);
+    }
+  }
+
+  BucketPlan plan;
+  plan.bucket_of.assign(n, -1);
+  plan.slot_of.assign(n, -1);
+  struct Family {
+    int open = -1;  // the bucket being filled, or -1
+    int opened = 0;
+  };
+  std::map<std::pair<int, int>, Family> families;
+  std::vector<size_t> caps;  // per bucket, in bytes
+
+  auto close = [&](Family& f) {
+    Bucket& bk = plan.buckets[f.open];
+    bk.length = RoundUp(bk.length, options.pad_multiple);
+    f.open = -1;
+  };
+
+  for (size_t k = 0; k < n; ++k) {
+    const int g = options.order.empty() ? static_cast<int>(n - 1 - k) : options.order[k];
+    const GradSpec& spec = grads[g];
+    const DataType bt = BucketType(spec.dtype, options);
+    const size_t es = ElementSize(bt);
+    const size_t align_elems = options.alignment_bytes > es ? options.alignment_bytes / es : 1;
+    Family& f = families[{static_cast<int>(spec.dtype), static_cast<int>(spec.memory)}];
+
+    // A gradient that would overflow a non-empty bucket starts the next one.
+    if (f.open >= 0) {
+      const Bucket& bk = plan.buckets[f.open];
+      if ((RoundUp(bk.length, align_elems) + spec.count) * es > caps[f.open]) close(f);
+    }
+    if (f.open < 0) {
+      Bucket bk;
+      bk.dtype = bt;
+      bk.memory = spec.memory;
+      plan.buckets.push_back(std::move(bk));
+      caps.push_back(f.opened++ == 0 ? options.first_bucket_cap_bytes : options.bucket_cap_bytes);
+      f.open = static_cast<int>(plan.buckets.size() - 1);
+    }
+    Bucket& bk = plan.buckets[f.open];
+    const size_t offset = RoundUp(bk.length, align_elems);
+    plan.bucket_of[g] = f.open;
+    plan.slot_of[g] = static_cast<int>(bk.grads.size());
+    bk.grads.push_back(g);
+    bk.offsets.push_back(offset);
+    bk.length = offset + spec.count;
+    // A full bucket (or one holding a gradient over the cap) takes no more.
+    if (bk.length * es >= caps[f.open]) close(f);
+  }
+  for (auto& [key, f] : families) {
+    if (f.open >= 0) close(f);
+  }
+  return plan;
+}
+
+}  // namespace shard
+}  // namespace weft

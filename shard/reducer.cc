@@ -1,0 +1,287 @@
+// The reducer's calls: creation (with the cross-rank check), marks, Finalize
+// and sync. Every call checks everything before changing anything, so a
+// refused call leaves the backward exactly where it was.
+#include "shard/reducer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/memory.h"
+#include "core/status.h"
+#include "shard/plan_check.h"
+#include "shard/reducer_state.h"
+
+namespace weft {
+namespace shard {
+
+PlanOptions PlanOptionsFor(const ReducerOptions& o) {
+  PlanOptions po;
+  po.bucket_cap_bytes = o.bucket_cap_bytes;
+  po.first_bucket_cap_bytes = o.first_bucket_cap_bytes;
+  po.comm_dtype = o.comm_dtype;
+  return po;
+}
+
+namespace {
+
+absl::Status CheckOptions(const ReducerOptions& o) {
+  if (o.bucket_cap_bytes == 0) return InvalidArgument("bucket_cap_bytes = 0 (expected at least 1)");
+  if (o.first_bucket_cap_bytes == 0) return InvalidArgument("first_bucket_cap_bytes = 0 (expected at least 1)");
+  if (o.comm_dtype && *o.comm_dtype != DataType::kFloat16 && *o.comm_dtype != DataType::kBfloat16) {
+    return InvalidArgument("comm_dtype = %d: compression is to float16 (%d) or bfloat16 (%d)",
+                           static_cast<int>(*o.comm_dtype), static_cast<int>(DataType::kFloat16),
+                           static_cast<int>(DataType::kBfloat16));
+  }
+  if (o.comm_dtype && o.gradient_as_bucket_view) {
+    return InvalidArgument("gradient_as_bucket_view needs the gradients' own comm dtype: a %s bucket cannot be "
+                           "a view of float32 gradients", Name(*o.comm_dtype));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Reducer::Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerOptions& options)
+    : comm_(comm), grads_(std::move(grads)), options_(options), stats_(std::make_shared<StatsBox>()) {
+  const size_t n = grads_.size();
+  ptr_.assign(n, nullptr);
+  marks_.assign(n, 0);
+  expected_.assign(n, 1);
+  used_.assign(n, 0);
+  unused_.assign(n, 0);
+  used_anywhere_.assign(n, 1);
+  saved_.resize(n);
+}
+
+Reducer::~Reducer() { (void)stream_.Synchronize(); }
+
+absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, std::vector<GradSpec> grads,
+                                                         const ReducerOptions& options) {
+  if (comm == nullptr) return InvalidArgument("comm is NULL");
+  if (comm->memory() != MemKind::kHost) {
+    return Unsupported("the reducer runs on host-memory communicators in this build (comm has %s memory)",
+                       Name(comm->memory()));
+  }
+  absl::Status local = CheckOptions(options);
+  for (size_t i = 0; local.ok() && i < grads.size(); ++i) {
+    grads[i].memory = comm->memory();
+    if (!IsValid(grads[i].dtype)) {
+      local = InvalidArgument("grads[%zu] (%s): dtype = %d is not a weftDataType_t", i, GradLabel(grads, i),
+                              static_cast<int>(grads[i].dtype));
+    }
+  }
+  const int64_t words[] = {static_cast<int64_t>(options.bucket_cap_bytes),
+                           static_cast<int64_t>(options.first_bucket_cap_bytes),
+                           options.comm_dtype ? static_cast<int64_t>(*options.comm_dtype) : -1,
+                           options.find_unused | options.static_graph << 1 | options.rebuild_buckets << 2 |
+                               options.gradient_as_bucket_view << 3};
+  const char* const names[] = {"bucket_cap_bytes", "first_bucket_cap_bytes", "comm_dtype",
+                               "the flags (find_unused | static_graph << 1 | rebuild_buckets << 2 | "
+                               "gradient_as_bucket_view << 3)"};
+  RETURN_IF_ERROR(CheckSamePlanInputs(*comm, grads, words, names, local));
+  std::unique_ptr<Reducer> r(new Reducer(comm, std::move(grads), options));
+  std::lock_guard<std::mutex> lock(r->mu_);
+  RETURN_IF_ERROR(r->Layout(PlanOptionsFor(options)));
+  r->ResetIteration();
+  return r;
+}
+
+absl::Status Reducer::CheckIndex(int index) const {
+  if (index < 0 || index >= num_grads()) {
+    return InvalidArgument("index = %d is not a registered gradient (expected 0..%d)", index, num_grads() - 1);
+  }
+  return absl::OkStatus();
+}
+
+std::string Reducer::Labels(const std::vector<int>& grads) const {
+  constexpr size_t kShown = 10;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < grads.size() && i < kShown; ++i) parts.push_back(GradLabel(grads_, grads[i]));
+  std::string s = absl::StrJoin(parts, ", ");
+  if (grads.size() > kShown) absl::StrAppendFormat(&s, " and %zu more", grads.size() - kShown);
+  return s;
+}
+
+void Reducer::ResetIteration() {
+  std::fill(ptr_.begin(), ptr_.end(), nullptr);
+  std::fill(marks_.begin(), marks_.end(), 0);
+  std::fill(used_.begin(), used_.end(), 0);
+  std::fill(unused_.begin(), unused_.end(), 0);
+  ready_order_.clear();
+  next_launch_ = 0;
+  active_ = false;
+  launch_error_ = absl::OkStatus();
+  for (auto& b : buckets_) b->pending = static_cast<int>(b->layout.grads.size());
+}
+
+absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckIndex(index));
+  const GradSpec& spec = grads_[index];
+  if (stream != nullptr) {
+    return InvalidArgument("stream = %p: for host memory pass NULL (the reducer overlaps on its own stream)",
+                           stream);
+  }
+  if (grad == nullptr && spec.count > 0) {
+    return InvalidArgument("grad is NULL for gradient %s of %zu elements", GradLabel(grads_, index), spec.count);
+  }
+  if (!Compatible(ClassifyPointer(grad), spec.memory)) {
+    return InvalidArgument("grad = %p of gradient %s is %s memory; the reducer's communicator works on %s memory",
+                           grad, GradLabel(grads_, index), Name(ClassifyPointer(grad)), Name(spec.memory));
+  }
+  if (!sync_) return absl::OkStatus();  // no_sync: the framework accumulates
+  if (unused_[index]) {
+    return InvalidUsage("gradient %s was marked unused in this backward and cannot also be marked ready",
+                        GradLabel(grads_, index));
+  }
+  const bool learning = options_.static_graph && iterations_ == 0;
+  if (!learning && marks_[index] >= expected_[index]) {
+    if (options_.static_graph) {
+      return InvalidUsage("gradient %s was marked ready %d times in this backward, more than the %d marks the "
+                          "first backward made (static_graph expects the same graph every time)",
+                          GradLabel(grads_, index), marks_[index] + 1, expected_[index]);
+    }
+    return InvalidUsage("gradient %s was marked ready twice in one backward: with activation checkpointing a "
+                        "gradient is produced once per recomputation; create the reducer with static_graph to "
+                        "count the marks", GradLabel(grads_, index));
+  }
+  ptr_[index] = grad;
+  ++marks_[index];
+  active_ = true;
+  if (learning) {
+    if (marks_[index] == 1) ready_order_.push_back(index);
+    return absl::OkStatus();  // launched at Finalize, once the mark counts are known
+  }
+  if (marks_[index] == expected_[index]) {
+    used_[index] = 1;
+    ready_order_.push_back(index);
+    SlotIn(index);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::MarkUnused(int index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckIndex(index));
+  if (!sync_) return absl::OkStatus();
+  if (marks_[index] > 0) {
+    return InvalidUsage("gradient %s was already marked ready in this backward and cannot be marked unused",
+                        GradLabel(grads_, index));
+  }
+  if (unused_[index]) {
+    return InvalidUsage("gradient %s was marked unused twice in one backward", GradLabel(grads_, index));
+  }
+  ZeroSlot(index);
+  unused_[index] = 1;
+  active_ = true;
+  ready_order_.push_back(index);
+  if (!(options_.static_graph && iterations_ == 0)) SlotIn(index);
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::Finalize(void* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stream != nullptr) {
+    return InvalidArgument("stream = %p: for host memory pass NULL (Finalize blocks)", stream);
+  }
+  if (!sync_) return absl::OkStatus();
+  const bool learning = options_.static_graph && iterations_ == 0;
+  std::vector<int> missing, partial;
+  for (int g = 0; g < num_grads(); ++g) {
+    if (unused_[g]) continue;
+    if (marks_[g] == 0) missing.push_back(g);
+    else if (!learning && marks_[g] < expected_[g]) partial.push_back(g);
+  }
+  if (!partial.empty()) {
+    return InvalidUsage("%zu gradients got fewer marks than the first backward made (static_graph): %s",
+                        partial.size(), Labels(partial));
+  }
+  if (!missing.empty() && !options_.find_unused) {
+    return InvalidUsage("%zu of %d gradients were never marked ready in this backward: %s (mark them ready or "
+                        "unused, or create the reducer with find_unused)",
+                        missing.size(), num_grads(), Labels(missing));
+  }
+
+  if (learning) {
+    for (int g = 0; g < num_grads(); ++g) expected_[g] = std::max(1, marks_[g]);
+    for (int g : std::vector<int>(ready_order_)) {
+      if (!unused_[g]) used_[g] = 1;
+      SlotIn(g);
+    }
+  }
+  for (int g : missing) {  // find-unused: a gradient nobody marked took no part
+    ZeroSlot(g);
+    unused_[g] = 1;
+    ready_order_.push_back(g);
+    SlotIn(g);
+  }
+  absl::Status st = launch_error_;
+  // Every gradient marked here is used; the bitmap tells which of the others
+  // some rank used (GradUsed), after the buckets on the same stream.
+  if (options_.find_unused && st.ok()) {
+    st = comm_->AllReduce(used_.data(), used_.data(), used_.size(), DataType::kUint8, RedOp::kMax, &stream_);
+  }
+  const absl::Status synced = stream_.Synchronize();
+  if (st.ok()) st = synced;
+  if (options_.find_unused && st.ok()) {
+    RestoreUnusedEverywhere();
+    used_anywhere_ = used_;
+  }
+  ++iterations_;
+  if (st.ok() && options_.rebuild_buckets && !rebuilt_) st = Rebuild();
+  ResetIteration();
+  return st;
+}
+
+absl::Status Reducer::SetSync(bool sync) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_ && sync != sync_) {
+    return InvalidUsage("SetSync(%d) in the middle of a backward (%zu gradients in so far): call it before the "
+                        "backward starts or after Finalize", sync ? 1 : 0, ready_order_.size());
+  }
+  sync_ = sync;
+  return absl::OkStatus();
+}
+
+int Reducer::num_buckets() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(buckets_.size());
+}
+
+absl::StatusOr<void*> Reducer::GradSlot(int index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckIndex(index));
+  return SlotPtr(index);
+}
+
+absl::StatusOr<int> Reducer::GradBucket(int index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckIndex(index));
+  return plan_.bucket_of[index];
+}
+
+absl::StatusOr<bool> Reducer::GradUsed(int index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckIndex(index));
+  return used_anywhere_[index] != 0;
+}
+
+int Reducer::layout_version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return layout_version_;
+}
+
+ReducerStats Reducer::stats() const {
+  std::lock_guard<std::mutex> lock(stats_->mu);
+  return stats_->value;
+}
+
+void Reducer::ResetStats() {
+  std::lock_guard<std::mutex> lock(stats_->mu);
+  stats_->value = ReducerStats{};
+}
+
+}  // namespace shard
+}  // namespace weft

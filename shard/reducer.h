@@ -1,0 +1,161 @@
+// The DDP reducer: bucketed gradient all-reduce overlapped with backward.
+//
+// What PyTorch DDP's Reducer, Horovod's tensor fusion and Megatron's grad
+// buffer do, framework-agnostic. The framework registers its gradients once;
+// during each backward it calls MarkReady as each gradient is produced (from
+// any thread, in any order); the reducer copies a bucket in (the flatten
+// kernel, with the division by the world size fused) as soon as its last
+// gradient is in and all-reduces it on its own host stream while backward
+// goes on; Finalize waits and copies the averages back (unflatten).
+//
+//   ASSIGN_OR_RETURN(auto r, Reducer::Create(comm, grads, ReducerOptions{}));  // collective
+//   for each step:
+//     ... backward: r->MarkReady(i, grad_i, nullptr) as each grad is produced ...
+//     RETURN_IF_ERROR(r->Finalize(nullptr));  // every marked grad holds the average
+//
+// Names used below:
+//   bucket    a range of gradients sharing one buffer (shard/bucket_plan.h);
+//   pending   per bucket, how many of its gradients are not in yet;
+//   launch    copy-in + all-reduce (+ copy-out) enqueued on the comm stream.
+//             Buckets launch strictly in bucket order on every rank: bucket
+//             b+1 waits for bucket b even when its gradients are all in, so
+//             every rank issues the same collectives in the same order
+//             whatever order its gradients arrive in;
+//   expected  marks a gradient gets per backward: 1, or with static_graph the
+//             count observed in the first backward (activation checkpointing
+//             marks a gradient once per recomputation);
+//   view      gradient-as-bucket-view: the framework makes each gradient a
+//             view of its slot (GradSlot), so there is nothing to copy.
+//
+// The division by the world size N: with separate buffers the copy-in scales
+// by 1/N and the all-reduce sums; with float16 communication 1/sqrt(N) before
+// the sum and 1/sqrt(N) in the copy-out, so a sum of N large gradients does
+// not overflow float16; in view mode the all-reduce averages in place.
+#ifndef WEFT_SHARD_REDUCER_H_
+#define WEFT_SHARD_REDUCER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "core/stream.h"
+#include "shard/bucket_plan.h"
+
+namespace weft {
+namespace shard {
+
+struct ReducerOptions {
+  size_t bucket_cap_bytes = size_t{25} << 20;
+  size_t first_bucket_cap_bytes = size_t{1} << 20;
+  std::optional<DataType> comm_dtype;  // float16 or bfloat16 compression; empty: the gradients' own
+  bool find_unused = false;            // all-reduce a used-bitmap; unmarked grads count as unused
+  bool static_graph = false;           // count the marks of the first backward and expect them after
+  bool rebuild_buckets = true;         // re-plan once from rank 0's ready order after the first backward
+  bool gradient_as_bucket_view = false;
+};
+
+// Time the comm stream spent on bucket work (copy-in, all-reduce, copy-out).
+struct ReducerStats {
+  double comm_seconds = 0;  // since the last ResetStats
+  int64_t buckets_launched = 0;
+};
+
+class Reducer {
+ public:
+  // Collective over `comm` (which must outlive the reducer): compares every
+  // rank's gradient list and options, then plans. A mismatch is InvalidUsage
+  // naming the first differing gradient and the ranks that disagree.
+  static absl::StatusOr<std::unique_ptr<Reducer>> Create(Communicator* comm, std::vector<GradSpec> grads,
+                                                         const ReducerOptions& options);
+  ~Reducer();  // waits for launched work
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // `grad` holds grads[index] (count elements of its dtype) and must stay
+  // valid and unchanged until Finalize returns. Any thread. Host memory:
+  // `stream` must be nullptr.
+  absl::Status MarkReady(int index, void* grad, void* stream);
+  // This gradient takes no part in this backward: its slot is zero-filled.
+  absl::Status MarkUnused(int index);
+  // Waits for every bucket; every grad passed to MarkReady holds the average.
+  // Refused (nothing changes) when gradients are missing outside find-unused mode.
+  absl::Status Finalize(void* stream);
+  // sync = false: MarkReady/Finalize communicate nothing (the framework
+  // accumulates); refused in the middle of a backward.
+  absl::Status SetSync(bool sync);
+
+  int num_grads() const { return static_cast<int>(grads_.size()); }
+  int num_buckets() const;
+  // The gradient's slot in its bucket (count elements of the bucket type).
+  // Changes when the buckets are rebuilt: see layout_version().
+  absl::StatusOr<void*> GradSlot(int index) const;
+  absl::StatusOr<int> GradBucket(int index) const;
+  // After a Finalize in find-unused mode: whether any rank used the gradient.
+  absl::StatusOr<bool> GradUsed(int index) const;
+  // Incremented each time the buckets are re-planned.
+  int layout_version() const;
+  ReducerStats stats() const;
+  void ResetStats();
+
+ private:
+  struct Buffer;
+  struct BucketState;
+  struct StatsBox;
+  struct BucketMath;
+  Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerOptions& options);
+
+  // All below run under mu_.
+  absl::Status Layout(const PlanOptions& plan_options);  // (re)plans and allocates buffers
+  absl::Status CheckIndex(int index) const;
+  void SlotIn(int g);     // gradient g is in: its bucket's pending--, launch what is ready
+  void LaunchReady();     // launches buckets in order while the next one is complete
+  void Launch(int b);
+  void EnqueueCopyOut(int b);
+  void ZeroSlot(int g);                 // a gradient that took no part contributes zeros
+  void RestoreUnusedEverywhere();       // after the used-bitmap: view mode's unused slots get their values back
+  BucketMath Math(const Bucket& bk) const;
+  absl::Status Rebuild();  // collective: rank 0's ready order to all, re-plan
+  void ResetIteration();
+  std::string Labels(const std::vector<int>& grads) const;
+  void* SlotPtr(int g) const;
+
+  Communicator* const comm_;
+  const std::vector<GradSpec> grads_;
+  const ReducerOptions options_;
+
+  mutable std::mutex mu_;
+  BucketPlan plan_;
+  std::vector<std::unique_ptr<BucketState>> buckets_;
+  int layout_version_ = 0;
+  bool sync_ = true;
+  bool rebuilt_ = false;
+  int iterations_ = 0;  // finalized synced backwards
+  absl::Status launch_error_;
+
+  // Per gradient, this backward.
+  std::vector<void*> ptr_;
+  std::vector<int> marks_;
+  std::vector<int> expected_;     // 1; with static_graph, learned in the first backward
+  std::vector<uint8_t> used_;     // in (marked ready); all-reduced with max in find-unused mode
+  std::vector<uint8_t> unused_;   // MarkUnused'd (or missing at a find-unused Finalize)
+  std::vector<uint8_t> used_anywhere_;  // the last find-unused Finalize's verdict
+  std::vector<std::vector<unsigned char>> saved_;  // view + find-unused: zeroed slots' old values
+  std::vector<int> ready_order_;  // gradients in the order they came in
+  int next_launch_ = 0;
+  bool active_ = false;  // a backward is in progress: something was marked
+
+  std::shared_ptr<StatsBox> stats_;
+  HostStream stream_;  // last member: destroyed (drained) first
+};
+
+}  // namespace shard
+}  // namespace weft
+
+#endif  // WEFT_SHARD_REDUCER_H_

@@ -1,0 +1,59 @@
+// The reducer's private pieces, shared by its two source files
+// (reducer.cc: the calls; reducer_buckets.cc: buffers and bucket work).
+#ifndef WEFT_SHARD_REDUCER_STATE_H_
+#define WEFT_SHARD_REDUCER_STATE_H_
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "shard/reducer.h"
+
+namespace weft {
+namespace shard {
+
+// A bucket's memory: 64-byte aligned and zero-filled once, so alignment gaps
+// and padding contribute zeros to every all-reduce.
+struct Reducer::Buffer {
+  static constexpr size_t kAlign = 64;
+  explicit Buffer(size_t n);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  size_t bytes;
+  unsigned char* data;
+};
+
+struct Reducer::BucketState {
+  Bucket layout;
+  std::unique_ptr<Buffer> buf;
+  int pending = 0;  // gradients not in yet this backward
+};
+
+struct Reducer::StatsBox {
+  std::mutex mu;
+  ReducerStats value;
+};
+
+// How a bucket is averaged (shard/reducer.h, "The division by the world size").
+struct Reducer::BucketMath {
+  float scale_in = 1.0f;
+  float scale_out = 1.0f;
+  RedOp op = RedOp::kSum;
+};
+
+// Tensors and slot offsets for one flatten or unflatten, kept alive by the
+// stream task that uses them.
+struct CopyList {
+  std::vector<kernels::TensorRef> tensors;
+  std::vector<size_t> offsets;
+};
+
+PlanOptions PlanOptionsFor(const ReducerOptions& o);
+
+}  // namespace shard
+}  // namespace weft
+
+#endif  // WEFT_SHARD_REDUCER_STATE_H_

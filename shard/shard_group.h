@@ -1,0 +1,141 @@
+// A shard group: parameters gathered and released together (a transformer
+// block, an FSDP unit), the machinery under FSDP and ZeRO-1/2/3.
+//
+// Each rank keeps, for the group, its fp32 master shard and its fp32
+// gradient shard (shard/layout.h says which elements). Around that:
+//
+//   Unshard     cast the master shard to the compute dtype straight into this
+//               rank's slot of the unsharded buffer (one fused copy), then one
+//               in-place all-gather; FullParam(i) points into the result
+//               (per-parameter layout: after a split copy-out);
+//   Reshard     return the unsharded buffers to the pool;
+//   ReduceGrads full gradients -> the reduce dtype, laid out for the
+//               collective in the same fused copy (flat, or FSDP2's chunk_cat),
+//               one reduce-scatter with averaging (ZeRO-1: an all-reduce),
+//               HSDP: an all-reduce of the shard across replicas, then += into
+//               the fp32 gradient shard, so micro-batches accumulate in place;
+//   GatherFull / ScatterFull  the full fp32 state for checkpoints, one group
+//               at a time.
+//
+// Every step takes a `stream`: nullptr runs it now; a HostStream* enqueues it
+// (copies and collectives in order on that stream, collectives keeping the
+// communicator's issue order), which is how the next group's all-gather
+// overlaps the current group's compute. Host memory for now.
+//
+//   ASSIGN_OR_RETURN(auto g, ShardGroup::Create(comm, nullptr, specs, opts, &pool));
+//   RETURN_IF_ERROR(g->LoadFromFull(initial_params));
+//   RETURN_IF_ERROR(g->Unshard(stream));  ... synchronise ...  use g->FullParam(i)
+//   RETURN_IF_ERROR(g->ReduceGrads(grads, stream));
+//   RETURN_IF_ERROR(g->Reshard());
+#ifndef WEFT_SHARD_SHARD_GROUP_H_
+#define WEFT_SHARD_SHARD_GROUP_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "kernels/kernels.h"
+#include "shard/buffer_pool.h"
+#include "shard/layout.h"
+
+namespace weft {
+namespace shard {
+
+enum class GradReduction : int {
+  kReduceScatter = 0,  // ZeRO-2/3, FSDP
+  kAllReduce = 1,      // ZeRO-1: every rank gets the full average, keeps its shard of it
+};
+
+struct ShardGroupOptions {
+  LayoutKind layout = LayoutKind::kFlat;
+  DataType param_dtype = DataType::kFloat32;   // unsharded parameters (compute)
+  DataType reduce_dtype = DataType::kFloat32;  // gradient collective
+  GradReduction reduction = GradReduction::kReduceScatter;
+};
+
+struct MemoryReport {
+  size_t shard_bytes = 0;       // fp32 master shard
+  size_t grad_shard_bytes = 0;  // fp32 gradient shard
+  size_t unsharded_bytes = 0;   // this group's live unsharded buffers
+};
+
+class ShardGroup {
+ public:
+  // `comm` shards; `replicas` (may be nullptr) replicates (HSDP). Both must
+  // outlive the group, as must `pool`. Collective over comm: every rank
+  // passes the same parameter list.
+  static absl::StatusOr<std::unique_ptr<ShardGroup>> Create(Communicator* comm, Communicator* replicas,
+                                                            absl::Span<const ParamSpec> params,
+                                                            const ShardGroupOptions& options, BufferPool* pool);
+  ~ShardGroup();
+
+  const ShardLayout& layout() const { return layout_; }
+  const std::vector<ParamShard>& shards() const { return shards_; }
+  const ShardGroupOptions& options() const { return options_; }
+  absl::Span<float> master() { return absl::MakeSpan(master_); }
+  absl::Span<float> grads() { return absl::MakeSpan(grads_); }
+  void ZeroGrads();
+
+  // Copies this rank's part of each full fp32 parameter into the master shard (padding zeroed).
+  absl::Status LoadFromFull(absl::Span<const float* const> full);
+
+  absl::Status Unshard(void* stream);
+  // Unshard into the caller's buffer of full_numel() elements of param_dtype
+  // (a framework that must keep parameter addresses stable across reshards,
+  // as PyTorch's saved tensors do, owns the memory). Parameter i starts at
+  // element full_offset(i). The group stays sharded as far as Reshard and
+  // FullParam are concerned.
+  absl::Status UnshardInto(void* full, void* stream);
+  size_t full_numel() const;
+  size_t full_offset(int i) const;
+  bool unsharded() const { return gathered_ != nullptr; }
+  // Parameter i's full values in param_dtype; valid from the completion of
+  // Unshard (synchronise its stream) until Reshard.
+  absl::StatusOr<void*> FullParam(int i) const;
+  // The caller must have synchronised the stream Unshard ran on.
+  absl::Status Reshard();
+
+  // grads[i]: the full gradient of parameter i (count = numel, any float dtype).
+  absl::Status ReduceGrads(absl::Span<const kernels::TensorRef> grads, void* stream);
+
+  // Every rank: all-gathers the fp32 masters; out[i] (numel floats) is
+  // written on `root`, or on every rank when root < 0. Blocking.
+  absl::Status GatherFull(int root, absl::Span<float* const> out);
+  // Inverse: root's full[i] become everyone's shards. Blocking.
+  absl::Status ScatterFull(int root, absl::Span<const float* const> full);
+
+  MemoryReport memory() const;
+
+ private:
+  ShardGroup(Communicator* comm, Communicator* replicas, ShardLayout layout, const ShardGroupOptions& options,
+             BufferPool* pool);
+  // Returns `p` to the pool once `stream` has run what is enqueued so far.
+  void PutAfter(void* p, void* stream);
+  // Lays `srcs` (numel-sized tensors) out as the unsharded buffer `dst` (dst_t).
+  absl::Status Pack(absl::Span<const kernels::TensorRef> srcs, void* dst, DataType dst_t, void* stream);
+  // Cast-copy the master into this rank's slot of `gathered`, all-gather;
+  // per-parameter layout: split into `full`.
+  absl::Status GatherInto(void* gathered, void* full, void* stream);
+  // Inverse of Pack into full tensors.
+  absl::Status Unpack(const void* src, DataType src_t, absl::Span<const kernels::TensorRef> dsts, void* stream);
+  void* Slot(void* unsharded, DataType t) const;
+
+  Communicator* const comm_;
+  Communicator* const replicas_;
+  const ShardLayout layout_;
+  const std::vector<ParamShard> shards_;
+  const ShardGroupOptions options_;
+  BufferPool* const pool_;
+  std::vector<size_t> chunk_counts_;  // per-parameter layout: elements per rank of each parameter
+  std::vector<float> master_, grads_;
+  void* gathered_ = nullptr;  // the all-gather output
+  void* full_ = nullptr;      // per-parameter layout: the split full parameters
+  std::vector<size_t> full_offsets_;
+};
+
+}  // namespace shard
+}  // namespace weft
+
+#endif  // WEFT_SHARD_SHARD_GROUP_H_

@@ -1,0 +1,347 @@
+// The reducer over in-process ranks (threads): averages, bucket order under
+// random arrival orders, rebuild, gradient-as-bucket-view, no_sync, find-
+// unused, static graph, compression, errors and the cross-rank plan check.
+//
+// Inputs are small integers so that every sum and every division by the
+// (power-of-two) world size is exact: results are compared bit for bit.
+#include "shard/reducer.h"
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "comm/inproc/comm.h"
+#include "core/dtype.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace weft {
+namespace shard {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kTimeoutMs = 20000;  // a hang fails instead of blocking CI
+
+void RunRanks(int n, const std::function<void(int, Communicator&)>& body) {
+  CommOptions o;
+  o.timeout_ms = kTimeoutMs;
+  auto comms = inproc::InitInProcess(n, o);
+  ASSERT_TRUE(comms.ok()) << comms.status();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { body(r, *(*comms)[r]); });
+  for (auto& t : threads) t.join();
+}
+
+std::vector<GradSpec> Specs(const std::vector<size_t>& counts) {
+  std::vector<GradSpec> g;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    g.push_back({counts[i], DataType::kFloat32, MemKind::kHost, "layer" + std::to_string(i) + ".weight"});
+  }
+  return g;
+}
+
+const std::vector<size_t> kCounts = {7, 0, 1, 300, 33, 1000, 5, 64, 129, 2, 777, 16};
+
+// Value of element j of gradient g on rank r in step s: an integer in [-8, 8].
+float Value(int s, int r, int g, size_t j) { return static_cast<float>(static_cast<int>((s * 7 + r * 5 + g * 3 + j) % 17) - 8); }
+
+ReducerOptions SmallBuckets() {
+  ReducerOptions o;
+  o.first_bucket_cap_bytes = 256;
+  o.bucket_cap_bytes = 2048;
+  return o;
+}
+
+// One backward on one rank: fill grads with Value(), mark them from two
+// threads in a rank-specific random order, finalize, check the average.
+void Backward(Reducer& red, int step, int rank, std::vector<std::vector<float>>& grads,
+              const std::vector<int>& skip = {}) {
+  const int n = static_cast<int>(grads.size());
+  std::vector<int> order;
+  for (int g = 0; g < n; ++g) {
+    for (size_t j = 0; j < grads[g].size(); ++j) grads[g][j] = Value(step, rank, g, j);
+    if (std::find(skip.begin(), skip.end(), g) == skip.end()) order.push_back(g);
+  }
+  std::mt19937 rng(step * 100 + rank);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::thread other([&] {
+    for (size_t k = 1; k < order.size(); k += 2) EXPECT_TRUE(red.MarkReady(order[k], grads[order[k]].data(), nullptr).ok());
+  });
+  for (size_t k = 0; k < order.size(); k += 2) EXPECT_TRUE(red.MarkReady(order[k], grads[order[k]].data(), nullptr).ok());
+  other.join();
+}
+
+float Mean(int step, int world, int g, size_t j) {
+  double sum = 0;
+  for (int r = 0; r < world; ++r) sum += Value(step, r, g, j);
+  return static_cast<float>(sum / world);
+}
+
+class ReducerWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReducerWorld, AveragesInAnyArrivalOrderAcrossRebuild) {
+  const int world = GetParam();
+  RunRanks(world, [&](int rank, Communicator& comm) {
+    auto red = Reducer::Create(&comm, Specs(kCounts), SmallBuckets());
+    ASSERT_TRUE(red.ok()) << red.status();
+    EXPECT_GT((*red)->num_buckets(), 3);
+    std::vector<std::vector<float>> grads;
+    for (size_t c : kCounts) grads.emplace_back(c);
+    int64_t launched = 0;
+    for (int step = 0; step < 4; ++step) {
+      launched += (*red)->num_buckets();  // the plan may change after step 0
+      Backward(**red, step, rank, grads);
+      ASSERT_TRUE((*red)->Finalize(nullptr).ok());
+      for (size_t g = 0; g < grads.size(); ++g) {
+        for (size_t j = 0; j < grads[g].size(); ++j) {
+          ASSERT_EQ(grads[g][j], Mean(step, world, g, j)) << "rank " << rank << " step " << step << " grad " << g;
+        }
+      }
+    }
+    // Rank 0's random first order differs from reverse registration order.
+    EXPECT_EQ((*red)->layout_version(), 1);
+    EXPECT_EQ((*red)->stats().buckets_launched, launched);
+  });
+}
+
+TEST_P(ReducerWorld, GradientAsBucketView) {
+  const int world = GetParam();
+  RunRanks(world, [&](int rank, Communicator& comm) {
+    ReducerOptions o = SmallBuckets();
+    o.gradient_as_bucket_view = true;
+    auto red = Reducer::Create(&comm, Specs(kCounts), o);
+    ASSERT_TRUE(red.ok()) << red.status();
+    Reducer& r = **red;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float*> views;
+      for (size_t g = 0; g < kCounts.size(); ++g) views.push_back(static_cast<float*>(*r.GradSlot(g)));
+      if (step == 1) {  // the rebuild carried the last averages over
+        for (size_t g = 0; g < kCounts.size(); ++g) {
+          for (size_t j = 0; j < kCounts[g]; ++j) ASSERT_EQ(views[g][j], Mean(0, world, g, j));
+        }
+      }
+      std::vector<int> order(kCounts.size());
+      for (size_t g = 0; g < order.size(); ++g) order[g] = g;
+      std::shuffle(order.begin(), order.end(), std::mt19937(step + 10 * rank));
+      for (int g : order) {
+        for (size_t j = 0; j < kCounts[g]; ++j) views[g][j] = Value(step, rank, g, j);
+        ASSERT_TRUE(r.MarkReady(g, views[g], nullptr).ok());
+      }
+      ASSERT_TRUE(r.Finalize(nullptr).ok());
+      // The first Finalize rebuilds the buckets: views are fetched afresh.
+      for (size_t g = 0; g < kCounts.size(); ++g) {
+        const float* v = static_cast<float*>(*r.GradSlot(g));
+        for (size_t j = 0; j < kCounts[g]; ++j) ASSERT_EQ(v[j], Mean(step, world, g, j));
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ReducerWorld, ::testing::Values(1, 2, 4));
+
+TEST(Reducer, NoSyncAccumulatesThenReducesTheSum) {
+  RunRanks(4, [&](int rank, Communicator& comm) {
+    auto red = Reducer::Create(&comm, Specs(kCounts), SmallBuckets());
+    ASSERT_TRUE(red.ok()) << red.status();
+    std::vector<std::vector<float>> grads, acc;
+    for (size_t c : kCounts) grads.emplace_back(c), acc.emplace_back(c, 0.0f);
+    ASSERT_TRUE((*red)->SetSync(false).ok());
+    for (int step = 0; step < 2; ++step) {  // the framework accumulates into acc
+      Backward(**red, step, rank, grads);
+      ASSERT_TRUE((*red)->Finalize(nullptr).ok());
+      for (size_t g = 0; g < grads.size(); ++g) {
+        for (size_t j = 0; j < grads[g].size(); ++j) acc[g][j] += grads[g][j];
+      }
+    }
+    EXPECT_EQ((*red)->stats().buckets_launched, 0);
+    ASSERT_TRUE((*red)->SetSync(true).ok());
+    for (size_t g = 0; g < grads.size(); ++g) {
+      for (size_t j = 0; j < grads[g].size(); ++j) acc[g][j] += Value(2, rank, g, j);
+    }
+    for (size_t g = 0; g < acc.size(); ++g) ASSERT_TRUE((*red)->MarkReady(g, acc[g].data(), nullptr).ok());
+    ASSERT_TRUE((*red)->Finalize(nullptr).ok());
+    for (size_t g = 0; g < acc.size(); ++g) {
+      for (size_t j = 0; j < acc[g].size(); ++j) {
+        double sum = 0;
+        for (int r = 0; r < 4; ++r) sum += Value(0, r, g, j) + Value(1, r, g, j) + Value(2, r, g, j);
+        ASSERT_EQ(acc[g][j], static_cast<float>(sum / 4));
+      }
+    }
+  });
+}
+
+// Rank r leaves gradient g unused when (g + r) % 3 == 0; gradient 4 is unused everywhere.
+bool UsedOn(int g, int r) { return g != 4 && (g + r) % 3 != 0; }
+
+TEST(Reducer, FindUnusedAveragesWithZerosAndReportsUse) {
+  for (bool view : {false, true}) {
+    RunRanks(4, [&](int rank, Communicator& comm) {
+      ReducerOptions o = SmallBuckets();
+      o.find_unused = true;
+      o.gradient_as_bucket_view = view;
+      auto red = Reducer::Create(&comm, Specs(kCounts), o);
+      ASSERT_TRUE(red.ok()) << red.status();
+      Reducer& r = **red;
+      const int n = static_cast<int>(kCounts.size());
+      std::vector<std::vector<float>> own;
+      for (size_t c : kCounts) own.emplace_back(c);
+      std::vector<float*> ptr(n);
+      for (int g = 0; g < n; ++g) ptr[g] = view ? static_cast<float*>(*r.GradSlot(g)) : own[g].data();
+      for (size_t j = 0; j < kCounts[4]; ++j) ptr[4][j] = 100.0f + j;  // unused everywhere: must survive
+      for (int g = 0; g < n; ++g) {
+        if (g == 4) continue;
+        for (size_t j = 0; j < kCounts[g]; ++j) ptr[g][j] = Value(0, rank, g, j);
+        if (!UsedOn(g, rank) && g % 2 == 0) {
+          ASSERT_TRUE(r.MarkUnused(g).ok());  // explicitly; odd ones are left for Finalize to find
+        } else if (UsedOn(g, rank)) {
+          ASSERT_TRUE(r.MarkReady(g, ptr[g], nullptr).ok());
+        }
+      }
+      ASSERT_TRUE(r.Finalize(nullptr).ok());
+      for (int g = 0; g < n; ++g) {
+        bool any = false;
+        for (int q = 0; q < 4; ++q) any = any || UsedOn(g, q);
+        EXPECT_EQ(*r.GradUsed(g), any) << g;
+        // Used here: in the gradient (a view's slot may have moved in the
+        // rebuild); unused here but used elsewhere: only in the slot.
+        const float* got = (UsedOn(g, rank) && !view) ? ptr[g] : static_cast<float*>(*r.GradSlot(g));
+        for (size_t j = 0; j < kCounts[g]; ++j) {
+          if (g == 4) {
+            if (view) {
+              ASSERT_EQ(got[j], 100.0f + j);
+            }
+            continue;
+          }
+          double sum = 0;
+          for (int q = 0; q < 4; ++q) sum += UsedOn(g, q) ? Value(0, q, g, j) : 0.0;
+          ASSERT_EQ(got[j], static_cast<float>(sum / 4)) << "view " << view << " grad " << g;
+        }
+      }
+    });
+  }
+}
+
+TEST(Reducer, StaticGraphCountsRepeatedMarks) {
+  RunRanks(2, [&](int rank, Communicator& comm) {
+    ReducerOptions o = SmallBuckets();
+    o.static_graph = true;
+    auto red = Reducer::Create(&comm, Specs(kCounts), o);
+    ASSERT_TRUE(red.ok()) << red.status();
+    std::vector<std::vector<float>> grads;
+    for (size_t c : kCounts) grads.emplace_back(c);
+    for (int step = 0; step < 3; ++step) {
+      // Gradient 3 is recomputed (checkpointing): marked with a partial value first.
+      for (size_t j = 0; j < kCounts[3]; ++j) grads[3][j] = 1000.0f;
+      ASSERT_TRUE((*red)->MarkReady(3, grads[3].data(), nullptr).ok());
+      Backward(**red, step, rank, grads, {});
+      ASSERT_TRUE((*red)->Finalize(nullptr).ok());
+      for (size_t g = 0; g < grads.size(); ++g) {
+        for (size_t j = 0; j < grads[g].size(); ++j) ASSERT_EQ(grads[g][j], Mean(step, 2, g, j));
+      }
+    }
+    // A third mark is more than the first backward made.
+    for (int k = 0; k < 2; ++k) ASSERT_TRUE((*red)->MarkReady(3, grads[3].data(), nullptr).ok());
+    auto s = (*red)->MarkReady(3, grads[3].data(), nullptr);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr("'layer3.weight' was marked ready 3 times"));
+    red->reset();  // may have launched a bucket reading grads: wait for it while grads live
+  });
+}
+
+TEST(Reducer, RefusedCallsChangeNothing) {
+  RunRanks(2, [&](int rank, Communicator& comm) {
+    auto red = Reducer::Create(&comm, Specs(kCounts), SmallBuckets());
+    ASSERT_TRUE(red.ok()) << red.status();
+    Reducer& r = **red;
+    std::vector<std::vector<float>> grads;
+    for (size_t c : kCounts) grads.emplace_back(c);
+    Backward(r, 0, rank, grads, {5, 9});
+    auto s = r.Finalize(nullptr);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr("2 of 12 gradients were never marked ready"));
+    EXPECT_THAT(s.message(), HasSubstr("'layer5.weight', 'layer9.weight'"));
+    std::vector<float> other(kCounts[0], 555.0f);
+    s = r.MarkReady(0, other.data(), nullptr);  // a second mark: refused, the first stands
+    EXPECT_THAT(s.message(), HasSubstr("'layer0.weight' was marked ready twice"));
+    EXPECT_FALSE(r.SetSync(false).ok());  // mid-backward
+    EXPECT_FALSE(r.MarkReady(99, other.data(), nullptr).ok());
+    EXPECT_THAT(r.MarkUnused(1).message(), HasSubstr("already marked ready"));
+    ASSERT_TRUE(r.MarkReady(5, grads[5].data(), nullptr).ok());
+    ASSERT_TRUE(r.MarkReady(9, grads[9].data(), nullptr).ok());
+    ASSERT_TRUE(r.Finalize(nullptr).ok());
+    for (size_t g = 0; g < grads.size(); ++g) {
+      for (size_t j = 0; j < grads[g].size(); ++j) ASSERT_EQ(grads[g][j], Mean(0, 2, g, j));
+    }
+    EXPECT_EQ(other[0], 555.0f);
+  });
+}
+
+TEST(Reducer, CompressionBf16AndFp16) {
+  for (DataType t : {DataType::kBfloat16, DataType::kFloat16}) {
+    RunRanks(4, [&](int rank, Communicator& comm) {
+      ReducerOptions o = SmallBuckets();
+      o.comm_dtype = t;
+      auto red = Reducer::Create(&comm, Specs(kCounts), o);
+      ASSERT_TRUE(red.ok()) << red.status();
+      std::vector<std::vector<float>> grads;
+      for (size_t c : kCounts) grads.emplace_back(c);
+      Backward(**red, 0, rank, grads);
+      ASSERT_TRUE((*red)->Finalize(nullptr).ok());
+      // Integers up to 32 in magnitude, halved twice: exact in both types.
+      for (size_t g = 0; g < grads.size(); ++g) {
+        for (size_t j = 0; j < grads[g].size(); ++j) ASSERT_EQ(grads[g][j], Mean(0, 4, g, j)) << Name(t);
+      }
+    });
+  }
+}
+
+TEST(Reducer, Fp16SqrtSplitAvoidsOverflow) {
+  RunRanks(4, [&](int rank, Communicator& comm) {
+    ReducerOptions o;
+    o.comm_dtype = DataType::kFloat16;
+    auto red = Reducer::Create(&comm, Specs({64}), o);
+    ASSERT_TRUE(red.ok()) << red.status();
+    // 4 x 20000 = 80000 overflows float16 (max 65504) if summed unscaled;
+    // halved first (1/sqrt(4)), the sum is 40048.
+    std::vector<float> g(64, 20000.0f + 16.0f * rank);
+    ASSERT_TRUE((*red)->MarkReady(0, g.data(), nullptr).ok());
+    ASSERT_TRUE((*red)->Finalize(nullptr).ok());
+    for (float v : g) EXPECT_NEAR(v, 20024.0f, 20024.0f * 2e-3f);
+  });
+}
+
+TEST(Reducer, CreationRefusesDifferingPlans) {
+  RunRanks(4, [&](int rank, Communicator& comm) {
+    std::vector<GradSpec> g = Specs(kCounts);
+    if (rank == 2 || rank == 3) g[5].count = 999;
+    auto red = Reducer::Create(&comm, g, SmallBuckets());
+    ASSERT_EQ(red.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(red.status().message(), HasSubstr("gradient 'layer5.weight'"));
+    EXPECT_THAT(red.status().message(), HasSubstr("ranks 2, 3"));
+
+    g = Specs(kCounts);
+    if (rank == 1) g.pop_back();
+    red = Reducer::Create(&comm, g, SmallBuckets());
+    EXPECT_THAT(red.status().message(), HasSubstr("number of gradients: rank 0 has 12, rank 1 has 11"));
+
+    ReducerOptions o = SmallBuckets();
+    if (rank == 0) o.bucket_cap_bytes = 4096;
+    red = Reducer::Create(&comm, Specs(kCounts), o);
+    EXPECT_THAT(red.status().message(), HasSubstr("bucket_cap_bytes"));
+
+    o = SmallBuckets();
+    if (rank == 3) o.comm_dtype = DataType::kInt8;  // refused locally; the others hear of it
+    red = Reducer::Create(&comm, Specs(kCounts), o);
+    EXPECT_FALSE(red.ok());
+    if (rank != 3) {
+      EXPECT_THAT(red.status().message(), HasSubstr("rank 3 refused"));
+    }
+  });
+}
+
+}  // namespace
+}  // namespace shard
+}  // namespace weft

@@ -1,0 +1,233 @@
+// shard/shard_group.h over in-process ranks: unshard gives back the full
+// parameters (cast once to the compute dtype), gradient reduction averages
+// over ranks into the fp32 shards and accumulates, HSDP and ZeRO-1 reduce
+// the same values, full state round-trips, and memory returns to the pool.
+//
+// Gradients are small integers (times 1/4), so every float sum and average
+// here is exact and results are compared bit for bit.
+#include "shard/shard_group.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/stream.h"
+#include "tests/multirank/harness.h"
+
+namespace weft {
+namespace shard {
+namespace {
+
+using kernels::TensorRef;
+using testing::RunRanksExpecting;
+
+const std::vector<ParamSpec> kParams = {{"w1", {7, 3}}, {"b1", {7}}, {"w2", {2, 7}}, {"scale", {}}};
+
+std::vector<std::vector<float>> FullValues(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2, 2);
+  std::vector<std::vector<float>> full;
+  for (const auto& p : kParams) {
+    size_t n = 1;
+    for (auto d : p.shape) n *= d;
+    full.emplace_back(n);
+    for (auto& x : full.back()) x = dist(rng);
+  }
+  return full;
+}
+
+// Rank r's gradient of parameter i, element j: exact in every dtype used.
+float Grad(int r, size_t i, size_t j) { return static_cast<float>((r + 1) * (static_cast<int>(i + j) % 5 - 2)) / 4; }
+
+std::vector<const float*> Ptrs(const std::vector<std::vector<float>>& v) {
+  std::vector<const float*> p;
+  for (auto& x : v) p.push_back(x.data());
+  return p;
+}
+
+void CheckGroup(int world, const ShardGroupOptions& opts, bool use_stream) {
+  const auto full = FullValues(11);
+  RunRanksExpecting(world, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
+    BufferPool pool;
+    auto g = ShardGroup::Create(comm, nullptr, kParams, opts, &pool);
+    ASSERT_TRUE(g.ok()) << g.status();
+    ShardGroup& group = **g;
+    ASSERT_TRUE(group.LoadFromFull(Ptrs(full)).ok());
+
+    HostStream stream;
+    void* s = use_stream ? &stream : nullptr;
+    ASSERT_TRUE(group.Unshard(s).ok());
+    ASSERT_TRUE(stream.Synchronize().ok());
+    EXPECT_GT(group.memory().unsharded_bytes, 0u);
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      auto p = group.FullParam(static_cast<int>(i));
+      ASSERT_TRUE(p.ok()) << p.status();
+      for (size_t j = 0; j < full[i].size(); ++j) {
+        const float want = full[i][j];
+        float got;
+        if (opts.param_dtype == DataType::kBfloat16) {
+          EXPECT_EQ(static_cast<uint16_t*>(*p)[j], FloatToBf16(want)) << "param " << i << " elem " << j;
+          continue;
+        }
+        got = static_cast<float*>(*p)[j];
+        EXPECT_EQ(got, want) << "param " << i << " elem " << j;
+      }
+    }
+
+    // The same values into a buffer the caller owns.
+    const size_t es = ElementSize(opts.param_dtype);
+    std::vector<unsigned char> mine(group.full_numel() * es, 0xAB);
+    ASSERT_TRUE(group.UnshardInto(mine.data(), s).ok());
+    ASSERT_TRUE(stream.Synchronize().ok());
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      auto p = group.FullParam(static_cast<int>(i));
+      ASSERT_TRUE(p.ok());
+      EXPECT_EQ(std::memcmp(mine.data() + group.full_offset(static_cast<int>(i)) * es, *p, full[i].size() * es), 0)
+          << "param " << i;
+    }
+
+    // Two micro-batches of gradients accumulate into the fp32 shard.
+    std::vector<std::vector<float>> grads(kParams.size());
+    std::vector<TensorRef> refs;
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      grads[i].resize(full[i].size());
+      for (size_t j = 0; j < grads[i].size(); ++j) grads[i][j] = Grad(rank, i, j);
+      refs.push_back({grads[i].data(), grads[i].size(), DataType::kFloat32});
+    }
+    for (int micro = 0; micro < 2; ++micro) ASSERT_TRUE(group.ReduceGrads(refs, s).ok());
+    ASSERT_TRUE(stream.Synchronize().ok());
+    ASSERT_TRUE(group.Reshard().ok());
+    EXPECT_EQ(group.memory().unsharded_bytes, 0u);
+    EXPECT_EQ(pool.stats().live_bytes, 0u);
+
+    // Shard element k of parameter i holds 2 * mean over ranks of Grad(r, i, j).
+    const auto sh = group.grads();
+    for (const ParamShard& ps : group.shards()) {
+      for (size_t k = 0; k < ps.length; ++k) {
+        float mean = 0;
+        for (int r = 0; r < world; ++r) mean += Grad(r, ps.param, ps.param_offset + k);
+        mean /= static_cast<float>(world);
+        EXPECT_EQ(sh[ps.shard_offset + k], 2 * mean) << "param " << ps.param << " elem " << ps.param_offset + k;
+      }
+    }
+  });
+}
+
+TEST(ShardGroup, FlatFp32) { for (int w : {1, 2, 3}) CheckGroup(w, {}, false); }
+
+TEST(ShardGroup, PerParamOnAStream) {
+  ShardGroupOptions o;
+  o.layout = LayoutKind::kPerParam;
+  for (int w : {2, 3}) CheckGroup(w, o, true);
+}
+
+TEST(ShardGroup, Bf16ComputeAndReduce) {
+  ShardGroupOptions o;
+  o.param_dtype = DataType::kBfloat16;
+  o.reduce_dtype = DataType::kBfloat16;
+  CheckGroup(3, o, true);
+  o.layout = LayoutKind::kPerParam;
+  CheckGroup(2, o, false);
+}
+
+TEST(ShardGroup, ZeroOneAllReduces) {
+  ShardGroupOptions o;
+  o.reduction = GradReduction::kAllReduce;
+  CheckGroup(3, o, false);
+}
+
+TEST(ShardGroup, FullStateRoundTrips) {
+  const auto full = FullValues(5);
+  for (LayoutKind kind : {LayoutKind::kFlat, LayoutKind::kPerParam}) {
+    RunRanksExpecting(3, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
+      BufferPool pool;
+      ShardGroupOptions o;
+      o.layout = kind;
+      auto g = ShardGroup::Create(comm, nullptr, kParams, o, &pool);
+      ASSERT_TRUE(g.ok());
+      // Root scatters the state it holds; everyone's shard is its part of it.
+      ASSERT_TRUE((*g)->ScatterFull(1, rank == 1 ? Ptrs(full) : std::vector<const float*>{}).ok());
+      std::vector<std::vector<float>> back(kParams.size());
+      std::vector<float*> out;
+      for (size_t i = 0; i < kParams.size(); ++i) {
+        back[i].assign(full[i].size(), NAN);
+        out.push_back(back[i].data());
+      }
+      ASSERT_TRUE((*g)->GatherFull(0, out).ok());
+      if (rank == 0) {
+        EXPECT_EQ(back, full);
+      } else {
+        EXPECT_TRUE(std::isnan(back[0][0]));  // not the root: untouched
+      }
+      EXPECT_EQ(pool.stats().live_bytes, 0u);
+    });
+  }
+}
+
+TEST(ShardGroup, RootRefusalFailsEveryRank) {
+  RunRanksExpecting(2, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
+    BufferPool pool;
+    auto g = ShardGroup::Create(comm, nullptr, kParams, {}, &pool);
+    ASSERT_TRUE(g.ok());
+    const absl::Status s = (*g)->ScatterFull(0, {});  // root passes no parameters
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), rank == 0 ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kUnavailable) << s;
+  });
+}
+
+TEST(ShardGroup, MismatchedParameterListsAreRefused) {
+  RunRanksExpecting(2, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
+    BufferPool pool;
+    std::vector<ParamSpec> p = kParams;
+    if (rank == 1) p[2].shape = {2, 8};
+    auto g = ShardGroup::Create(comm, nullptr, p, {}, &pool);
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition) << g.status();
+  });
+}
+
+TEST(ShardGroup, HybridShardingMatchesPlainSharding) {
+  // 4 ranks: shard over pairs {0,1} and {2,3}, replicate across them.
+  RunRanksExpecting(4, [&](Communicator& c) {
+    [[maybe_unused]] const int rank = c.rank();
+    Communicator* comm = &c;
+    auto shard_comm = comm->Split(rank / 2, rank);
+    auto rep_comm = comm->Split(rank % 2, rank);
+    ASSERT_TRUE(shard_comm.ok() && rep_comm.ok());
+    BufferPool pool;
+    auto g = ShardGroup::Create(shard_comm->get(), rep_comm->get(), kParams, {}, &pool);
+    ASSERT_TRUE(g.ok()) << g.status();
+    std::vector<std::vector<float>> grads(kParams.size());
+    std::vector<TensorRef> refs;
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      size_t n = 1;
+      for (auto d : kParams[i].shape) n *= d;
+      grads[i].resize(n);
+      for (size_t j = 0; j < n; ++j) grads[i][j] = Grad(rank, i, j);
+      refs.push_back({grads[i].data(), n, DataType::kFloat32});
+    }
+    ASSERT_TRUE((*g)->ReduceGrads(refs, nullptr).ok());
+    for (const ParamShard& ps : (*g)->shards()) {
+      for (size_t k = 0; k < ps.length; ++k) {
+        float mean = 0;
+        for (int r = 0; r < 4; ++r) mean += Grad(r, ps.param, ps.param_offset + k);
+        EXPECT_EQ((*g)->grads()[ps.shard_offset + k], mean / 4);
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace shard
+}  // namespace weft
