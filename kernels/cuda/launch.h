@@ -6,7 +6,8 @@
 // device: no synchronisation, no host-visible result, no cudaMalloc, so all
 // can be captured in a CUDA graph. L2Norm takes its scratch stream-ordered
 // (cudaMallocAsync/cudaFreeAsync), which capture records as allocation
-// nodes. Results are the reference's bits (kernels/reference), NaN payloads
+// nodes. As with any CUDA library, make one call outside a capture first:
+// it loads the kernels' module and asks for their occupancy once. Results are the reference's bits (kernels/reference), NaN payloads
 // included. Each returns a cudaError_t as int (0 on success).
 //
 //   const int err = CopySegments(plan.segments.data(), plan.segments.size(), 0.5f, false, stream);

@@ -18,6 +18,7 @@
 #include "kernels/kernels.h"
 #include "kernels/reference/reference.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "weft/weft.h"
 
 namespace weft {
 namespace kernels {
@@ -362,6 +363,14 @@ TEST_F(CudaKernels, CapturedInACudaGraphAndReplayed) {
   WEFT_CUDA_OK(cudaMalloc(&dnorm, (sizes.size() + 1) * sizeof(float)));
   WEFT_CUDA_OK(cudaMemset(dflag, 0, sizeof(int)));
 
+  // Warm up outside the capture, as before any capture: the first call loads
+  // the kernels' module and asks for their occupancy.
+  ASSERT_TRUE(Flatten(d.refs, dbucket.data(), DataType::kBfloat16, nullptr, 0.25f, stream_).ok());
+  ASSERT_TRUE(UnscaleCheckFinite(d.refs, 0.5f, dflag, stream_).ok());
+  ASSERT_TRUE(L2Norm(d.refs, dnorm, dnorm + sizes.size(), stream_).ok());
+  Sync();
+  WEFT_CUDA_OK(cudaMemset(dflag, 0, sizeof(int)));
+
   cudaGraph_t graph = nullptr;
   WEFT_CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   const bool flat = Flatten(d.refs, dbucket.data(), DataType::kBfloat16, nullptr, 0.25f, stream_).ok();
@@ -420,6 +429,36 @@ TEST_F(CudaKernels, PointersAreClassifiedAndMixedKindsRefused) {
   EXPECT_NE(std::string(s.message()).find("memory"), std::string::npos) << s;
   (void)cudaFree(dev);
   (void)cudaFree(managed);
+}
+
+// The C ABI on device memory: weftFlatten and weftL2Norm take device
+// pointers and a cudaStream_t like the C++ API, and give the reference's bits.
+TEST_F(CudaKernels, CAbiTakesDevicePointersAndAStream) {
+  std::mt19937_64 rng(109);
+  const std::vector<size_t> sizes = {4099, 3, 65537};
+  std::vector<Buffer> srcs = MakeTensors(sizes, DataType::kFloat32, false, rng);
+  for (Buffer& b : srcs) MakeFinite(b);
+  OnDevice d(srcs);
+  std::vector<weftTensor_t> ts;
+  for (const TensorRef& r : d.refs) ts.push_back({r.data, r.count, weftFloat32});
+  Buffer got(DataType::kFloat16, Total(sizes), 0), want(DataType::kFloat16, Total(sizes), 0);
+  got.Poison();
+  DeviceBuffer dgot(got);
+  ASSERT_EQ(weftFlatten(ts.data(), static_cast<int>(ts.size()), dgot.data(), weftFloat16, nullptr, 0.5f, stream_),
+            weftSuccess) << weftGetLastError();
+  float* dtotal = nullptr;
+  WEFT_CUDA_OK(cudaMalloc(&dtotal, sizeof(float)));
+  ASSERT_EQ(weftL2Norm(ts.data(), static_cast<int>(ts.size()), nullptr, dtotal, stream_), weftSuccess)
+      << weftGetLastError();
+  Sync();
+  dgot.Download(got);
+  reference::Flatten(Refs(srcs), want.data(), DataType::kFloat16, nullptr, 0.5f);
+  ExpectSame(got, want, "weftFlatten");
+  float total = 0, want_total = 0;
+  WEFT_CUDA_OK(cudaMemcpy(&total, dtotal, sizeof(float), cudaMemcpyDeviceToHost));
+  (void)cudaFree(dtotal);
+  reference::L2Norm(Refs(srcs), nullptr, &want_total);
+  EXPECT_EQ(FloatBits(total), FloatBits(want_total)) << total << " vs " << want_total;
 }
 
 }  // namespace
