@@ -3,8 +3,8 @@
 //
 // One NcclComm wraps one ncclComm_t on one device. The world communicator
 // spans MPI_COMM_WORLD when an MPI launcher started the process (rank 0's
-// ncclUniqueId is broadcast over MPI, comm/mpi/bootstrap.h), else it is a
-// single rank. The device is CommOptions.cuda_device, or the rank on its node
+// ncclUniqueId is broadcast over MPI), else it is a single rank; bootstrap.h
+// hides which (a build without MPI is always a single rank). The device is CommOptions.cuda_device, or the rank on its node
 // modulo the node's device count. Without a usable GPU, init fails with
 // Unsupported naming the CUDA error; nothing crashes.
 //
