@@ -191,6 +191,17 @@ WEFT_API weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const we
   });
 }
 
+WEFT_API weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void* grads, weftDataType_t dtype,
+                                                    void* stream) {
+  return Guard("weftShardGroupReduceGradsFlat", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    if (dtype < 0 || dtype >= weftNumTypes) {
+      return weft::InvalidArgument("dtype = %d is not a weftDataType_t", static_cast<int>(dtype));
+    }
+    return g->ReduceGradsFlat(grads, static_cast<weft::DataType>(dtype), stream);
+  });
+}
+
 WEFT_API weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group) {
   return Guard("weftShardGroupZeroGrads", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto* g, GetGroup(group));

@@ -60,6 +60,16 @@ absl::Status HostStream::Synchronize() {
   return std::exchange(first_error_, absl::OkStatus());
 }
 
+uint64_t HostStream::Mark() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return enqueued_;
+}
+
+void HostStream::WaitFor(uint64_t mark) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_ >= mark; });
+}
+
 bool HostStream::Idle() {
   std::lock_guard<std::mutex> lock(mu_);
   return done_ == enqueued_;

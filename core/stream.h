@@ -39,6 +39,11 @@ class HostStream {
   // Blocks until every task enqueued before the call has run; returns the
   // first error since the last Synchronize and clears it.
   absl::Status Synchronize();
+  // An event: the number of tasks enqueued so far. WaitFor(mark) blocks
+  // until those have run (not the ones enqueued after), so a caller can wait
+  // for one piece of work without draining the stream.
+  uint64_t Mark();
+  void WaitFor(uint64_t mark);
   // True when nothing is queued or running.
   bool Idle();
   // The first error since the last Synchronize, without clearing it.

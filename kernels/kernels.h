@@ -17,11 +17,13 @@
 // .to(torch.bfloat16) / .to(torch.float16) bit for bit; NaN stays NaN,
 // overflow becomes inf, subnormals are kept. Which NaN (sign, payload) is
 // unspecified: it depends on operand order, which compilers and GPUs choose
-// freely (torch itself differs between its scalar and vector paths). When accumulating,
-// the old value is added to the product in the same type before the one
-// rounding. A same-type copy with scale 1 (and no accumulation) moves the bits
-// unchanged. dtypes: float32, float16, bfloat16, float64 in any pair for the
-// copies; float32, float16, bfloat16 for unscale and norm.
+// freely (torch itself differs between its scalar and vector paths). When
+// accumulating, the old value is added to the product in the same type
+// before the one rounding. A same-type copy with scale 1 (and no
+// accumulation) moves the bits unchanged. float64 sources are rounded once
+// (torch's float64 -> bfloat16 goes through float32 and may round twice).
+// dtypes: float32, float16, bfloat16, float64 in any pair for the copies;
+// float32, float16, bfloat16 for unscale and norm.
 //
 // Memory: all pointers of a call must be host memory or all CUDA memory
 // (managed memory counts as either; a call whose pointers are all managed

@@ -120,20 +120,24 @@ absl::Status ShardGroup::Pack(absl::Span<const TensorRef> srcs, void* dst, DataT
     return kernels::ChunkCat(srcs, layout_.world, chunk_counts_.data(), dst, dst_t, 1.0f, stream);
   }
   RETURN_IF_ERROR(kernels::Flatten(srcs, dst, dst_t, layout_.offset.data(), 1.0f, stream));
+  ZeroPadding(dst, dst_t, stream);
+  return absl::OkStatus();
+}
+
+void ShardGroup::ZeroPadding(void* unsharded, DataType t, void* stream) {
   // The flat layout's padding sits after the last parameter: it must reduce as zero.
-  const size_t es = ElementSize(dst_t);
-  char* tail = static_cast<char*>(dst) + layout_.total_numel * es;
+  const size_t es = ElementSize(t);
+  char* tail = static_cast<char*>(unsharded) + layout_.total_numel * es;
   const size_t bytes = layout_.padding() * es;
-  if (bytes == 0) return absl::OkStatus();
+  if (bytes == 0) return;
   if (stream == nullptr) {
     std::memset(tail, 0, bytes);
-  } else {
-    HostStream::Find(stream)->Enqueue([tail, bytes] {
-      std::memset(tail, 0, bytes);
-      return absl::OkStatus();
-    });
+    return;
   }
-  return absl::OkStatus();
+  HostStream::Find(stream)->Enqueue([tail, bytes] {
+    std::memset(tail, 0, bytes);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status ShardGroup::Unpack(const void* src, DataType src_t, absl::Span<const TensorRef> dsts, void* stream) {
@@ -235,28 +239,37 @@ absl::Status ShardGroup::ReduceGrads(absl::Span<const TensorRef> grads, void* st
   }
   const DataType t = options_.reduce_dtype;
   ASSIGN_OR_RETURN(void* buf, pool_->Get(layout_.unsharded_numel() * ElementSize(t)));
+  absl::Status s = Pack(grads, buf, t, stream);
+  if (s.ok()) s = ReducePacked(buf, stream);
+  PutAfter(buf, stream);  // after whatever part of the work was enqueued
+  return s;
+}
+
+absl::Status ShardGroup::ReduceGradsFlat(void* grads, DataType t, void* stream) {
+  RETURN_IF_ERROR(CheckStream(stream));
+  if (layout_.kind != LayoutKind::kFlat) {
+    return InvalidUsage("ReduceGradsFlat needs the flat layout (this group is per-parameter: use ReduceGrads)");
+  }
+  if (t != options_.reduce_dtype) {
+    return InvalidArgument("grads are %s but the group reduces in %s", Name(t), Name(options_.reduce_dtype));
+  }
+  if (grads == nullptr && layout_.unsharded_numel() > 0) return InvalidArgument("grads is NULL");
+  ZeroPadding(grads, t, stream);
+  return ReducePacked(grads, stream);
+}
+
+absl::Status ShardGroup::ReducePacked(void* buf, void* stream) {
+  const DataType t = options_.reduce_dtype;
   void* slot = Slot(buf, t);
   const size_t n = layout_.shard_numel;
-  absl::Status s = Pack(grads, buf, t, stream);
-  if (!s.ok()) {
-    pool_->Put(buf);
-    return s;
-  }
-  // From here on work may be enqueued: errors are returned, and the buffer is
-  // still released after whatever ran.
-  if (options_.reduction == GradReduction::kReduceScatter) {
-    s = comm_->ReduceScatter(buf, slot, n, t, RedOp::kAvg, stream);
-  } else {
-    s = comm_->AllReduce(buf, buf, layout_.unsharded_numel(), t, RedOp::kAvg, stream);
-  }
+  absl::Status s = options_.reduction == GradReduction::kReduceScatter
+                       ? comm_->ReduceScatter(buf, slot, n, t, RedOp::kAvg, stream)
+                       : comm_->AllReduce(buf, buf, layout_.unsharded_numel(), t, RedOp::kAvg, stream);
   if (s.ok() && replicas_ != nullptr) s = replicas_->AllReduce(slot, slot, n, t, RedOp::kAvg, stream);
-  if (s.ok()) {
-    const size_t zero = 0;
-    const TensorRef acc{grads_.data(), n, DataType::kFloat32};
-    s = kernels::Unflatten(slot, t, &zero, {&acc, 1}, 1.0f, true, stream);
-  }
-  PutAfter(buf, stream);
-  return s;
+  if (!s.ok()) return s;
+  const size_t zero = 0;
+  const TensorRef acc{grads_.data(), n, DataType::kFloat32};
+  return kernels::Unflatten(slot, t, &zero, {&acc, 1}, 1.0f, true, stream);
 }
 
 absl::Status ShardGroup::GatherFull(int root, absl::Span<float* const> out) {

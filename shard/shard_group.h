@@ -100,6 +100,12 @@ class ShardGroup {
   // grads[i]: the full gradient of parameter i (count = numel, any float dtype).
   absl::Status ReduceGrads(absl::Span<const kernels::TensorRef> grads, void* stream);
 
+  // The same from gradients the framework already laid out as the unsharded
+  // buffer (full_numel() elements of reduce_dtype at full_offset(i), flat
+  // layout): reduce-scattered in place, so no packed copy is made. The
+  // padding is zeroed here; the buffer must stay untouched until the stream ran.
+  absl::Status ReduceGradsFlat(void* grads, DataType t, void* stream);
+
   // Every rank: all-gathers the fp32 masters; out[i] (numel floats) is
   // written on `root`, or on every rank when root < 0. Blocking.
   absl::Status GatherFull(int root, absl::Span<float* const> out);
@@ -115,9 +121,14 @@ class ShardGroup {
   void PutAfter(void* p, void* stream);
   // Lays `srcs` (numel-sized tensors) out as the unsharded buffer `dst` (dst_t).
   absl::Status Pack(absl::Span<const kernels::TensorRef> srcs, void* dst, DataType dst_t, void* stream);
+  // Reduce-scatter (or all-reduce) `buf`, the packed unsharded gradients in
+  // reduce_dtype, across replicas too, and add this rank's slot to the shard.
+  absl::Status ReducePacked(void* buf, void* stream);
   // Cast-copy the master into this rank's slot of `gathered`, all-gather;
   // per-parameter layout: split into `full`.
   absl::Status GatherInto(void* gathered, void* full, void* stream);
+  // Zeroes the flat layout's padding of an unsharded buffer (on the stream).
+  void ZeroPadding(void* unsharded, DataType t, void* stream);
   // Inverse of Pack into full tensors.
   absl::Status Unpack(const void* src, DataType src_t, absl::Span<const kernels::TensorRef> dsts, void* stream);
   void* Slot(void* unsharded, DataType t) const;

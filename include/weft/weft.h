@@ -247,8 +247,10 @@ weftResult_t weftBarrier(weftComm_t comm);
  * CUDA memory `stream` is a cudaStream_t, the call is enqueued on it and
  * returns, and found_inf, norms and total are device pointers (an optimizer
  * can read them without a host synchronisation). For host memory `stream` is
- * NULL (the call returns when done) or a weftStream_t (enqueued). Sources and
- * destinations must not overlap. Any thread may call these; they touch no
+ * NULL (the call returns when done) or a weftStream_t (enqueued). The
+ * tensor lists and offsets are read before the call returns; only the buffers
+ * must stay valid until the work has run. Sources and destinations must not
+ * overlap. Any thread may call these; they touch no
  * communicator. Errors (weftInvalidArgument) name the argument and value. */
 
 /* A flat view of one tensor: `count` elements of `dtype` at `data`. */
@@ -489,6 +491,11 @@ weftResult_t weftShardGroupReshard(weftShardGroup_t group);
  * all-reduced across replicas, added to the fp32 gradient shard. Collective;
  * stream as for Unshard. */
 weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const weftTensor_t* grads, int n, void* stream);
+/* The same from gradients already laid out as the unsharded buffer (flat
+ * layout; *numel elements of reduce_dtype at offsets[i], as
+ * weftShardGroupGetFullLayout gives): reduced in place, no packed copy. The
+ * padding is zeroed by weft. Collective; stream as for Unshard. */
+weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void* grads, weftDataType_t dtype, void* stream);
 /* Sets the gradient shard to zero. Local. */
 weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group);
 /* Full fp32 parameters from the shards: out[i] (numel floats) written on

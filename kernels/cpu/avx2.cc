@@ -84,7 +84,14 @@ struct V {
   }
   static bool Any(F mask) { return _mm256_movemask_ps(mask) != 0; }
 
-  // lane[0..7] += double(x)^2, exactly (the square of a float is exact in double).
+  // lane[0..7] = double(x)^2, exactly (the square of a float is exact in double).
+  static void SetSquares(F x, double* lane) {
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+    const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    _mm256_store_pd(lane, _mm256_mul_pd(lo, lo));
+    _mm256_store_pd(lane + 4, _mm256_mul_pd(hi, hi));
+  }
+  // lane[0..7] += double(x)^2, exactly.
   static void AddSquares(F x, double* lane) {
     const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
     const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));

@@ -84,6 +84,12 @@ struct V {
     return _mm512_test_epi32_mask(m, m) != 0;
   }
 
+  static void SetSquares(F x, double* lane) {
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+    const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    _mm512_store_pd(lane, _mm512_mul_pd(lo, lo));
+    _mm512_store_pd(lane + 8, _mm512_mul_pd(hi, hi));
+  }
   static void AddSquares(F x, double* lane) {
     const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
     const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));

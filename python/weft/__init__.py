@@ -15,8 +15,11 @@ import ctypes
 from ._lib import WeftError
 from .comm import Communicator, init, init_in_process
 from .reducer import Reducer
+from .shard import ShardGroup
+from .stream import Stream
 
-__all__ = ["Communicator", "Reducer", "WeftError", "init", "init_in_process", "library_version"]
+__all__ = ["Communicator", "Reducer", "ShardGroup", "Stream", "WeftError", "init", "init_in_process",
+           "library_version"]
 
 
 def library_version():

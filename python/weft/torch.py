@@ -144,3 +144,7 @@ class DistributedDataParallel(torch.nn.Module):
             for i, p in enumerate(self._params):
                 if p.grad is not None:
                     p.grad = self._slot(i)[1]
+
+
+# FSDP / ZeRO over shard groups (weft/_fsdp.py); imported last, it uses _tensor_at above.
+from ._fsdp import FullyShardedDataParallel, MixedPrecision  # noqa: E402,F401

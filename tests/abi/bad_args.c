@@ -37,6 +37,7 @@ typedef char check_type_values[(weftInt64 == 7 && weftBfloat16 == 2) ? 1 : -1];
 typedef char check_op_values[(weftAvg == 4) ? 1 : -1];
 typedef char check_shard_config_size[sizeof(weftShardGroupConfig_t) == 24 ? 1 : -1];
 typedef char check_param_desc_size[sizeof(weftParamDesc_t) == 80 ? 1 : -1];
+typedef char check_tensor_size[sizeof(weftTensor_t) == 24 ? 1 : -1];
 
 int main(void) {
   weftComm_t comm = NULL, bad = NULL;
@@ -149,6 +150,9 @@ int main(void) {
     FAILS(weftShardGroupUnshard(group, (void*)buf), weftInvalidArgument, "stream");
     FAILS(weftShardGroupGetMemory(group, NULL), weftInvalidArgument, "memory is NULL");
     FAILS(weftShardGroupUnshardInto(group, NULL, NULL), weftInvalidArgument, "full is NULL");
+    FAILS(weftShardGroupReduceGradsFlat(group, NULL, weftFloat32, NULL), weftInvalidArgument, "grads is NULL");
+    FAILS(weftShardGroupReduceGradsFlat(group, buf, weftFloat16, NULL), weftInvalidArgument, "grads are float16");
+    FAILS(weftShardGroupReduceGradsFlat(group, buf, (weftDataType_t)11, NULL), weftInvalidArgument, "dtype = 11");
     FAILS(weftShardGroupUnshardInto(NULL, buf, NULL), weftInvalidArgument, "group is NULL");
     FAILS(weftShardGroupGetFullLayout(group, NULL, NULL, 0), weftInvalidArgument, "numel is NULL");
     {

@@ -141,6 +141,36 @@ TEST(ShardGroup, ZeroOneAllReduces) {
   CheckGroup(3, o, false);
 }
 
+// Gradients already laid out as the unsharded buffer reduce to the same bits
+// as separate gradient tensors, with the padding zeroed whatever it held.
+TEST(ShardGroup, FlatGradientBufferMatchesSeparateGradients) {
+  RunRanksExpecting(3, [&](Communicator& c) {
+    const int rank = c.rank();
+    BufferPool pool;
+    auto a = ShardGroup::Create(&c, nullptr, kParams, {}, &pool);
+    auto b = ShardGroup::Create(&c, nullptr, kParams, {}, &pool);
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::vector<float> flat((*b)->full_numel(), 1e30f);  // junk in the padding
+    std::vector<std::vector<float>> grads(kParams.size());
+    std::vector<TensorRef> refs;
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      grads[i].resize((*a)->layout().numel[i]);
+      for (size_t j = 0; j < grads[i].size(); ++j) {
+        grads[i][j] = Grad(rank, i, j) * 1.37f;
+        flat[(*b)->full_offset(static_cast<int>(i)) + j] = grads[i][j];
+      }
+      refs.push_back({grads[i].data(), grads[i].size(), DataType::kFloat32});
+    }
+    HostStream stream;
+    ASSERT_TRUE((*a)->ReduceGrads(refs, nullptr).ok());
+    ASSERT_TRUE((*b)->ReduceGradsFlat(flat.data(), DataType::kFloat32, &stream).ok());
+    ASSERT_TRUE(stream.Synchronize().ok());
+    EXPECT_EQ(std::memcmp((*a)->grads().data(), (*b)->grads().data(), (*a)->grads().size() * sizeof(float)), 0);
+    EXPECT_EQ((*b)->ReduceGradsFlat(flat.data(), DataType::kBfloat16, nullptr).code(),
+              absl::StatusCode::kInvalidArgument);
+  });
+}
+
 TEST(ShardGroup, FullStateRoundTrips) {
   const auto full = FullValues(5);
   for (LayoutKind kind : {LayoutKind::kFlat, LayoutKind::kPerParam}) {

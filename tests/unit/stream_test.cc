@@ -41,6 +41,26 @@ TEST(HostStream, EnqueueDoesNotWait) {
   EXPECT_TRUE(s.Synchronize().ok());
 }
 
+TEST(HostStream, WaitForAMarkLeavesLaterWorkRunning) {
+  HostStream s;
+  std::atomic<bool> release{false};
+  std::atomic<int> first{0};
+  s.Enqueue([&] {
+    first = 1;
+    return absl::OkStatus();
+  });
+  const uint64_t mark = s.Mark();
+  s.Enqueue([&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return absl::OkStatus();
+  });
+  s.WaitFor(mark);  // returns although the second task is still blocked
+  EXPECT_EQ(first.load(), 1);
+  EXPECT_FALSE(s.Idle());
+  release = true;
+  EXPECT_TRUE(s.Synchronize().ok());
+}
+
 TEST(HostStream, ReportsFirstErrorOnceAndKeepsRunning) {
   HostStream s;
   int ran = 0;

@@ -1,0 +1,339 @@
+"""PyTorch adapter: FullyShardedDataParallel (FSDP, ZeRO-1/2/3) over weft's shard groups.
+
+    import weft.torch
+    model = weft.torch.FullyShardedDataParallel(
+        Transformer(), zero_stage=3,
+        mixed_precision=weft.torch.MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
+    opt = torch.optim.AdamW(model.parameters())     # this rank's fp32 shards, in every stage
+    loss = model(x).sum(); loss.backward(); opt.step()
+    state = model.full_state_dict()                 # rank 0: the module's own keys, full fp32
+
+Units. Each direct child of the module (or each instance of the classes in
+`wrap_classes`) is one shard group; the parameters left over (the root's own,
+and those of children outside any unit) form the root unit, gathered for the
+whole step. A unit's parameters are removed from their modules and replaced
+by views into one full buffer per unit, which this adapter owns: reshard
+frees the buffer's storage (resize to 0) and unshard restores it and has
+weft all-gather into it, so the tensors autograd saved in forward see the
+gathered values again in backward.
+
+Step, for zero_stage=3: before a unit's forward, its all-gather (prefetched on
+weft's stream while the previous unit computed, from the second step on, in
+the order recorded in the first); after its forward, reshard; before its
+backward (a hook on its outputs), gather again and prefetch the unit before
+it; when autograd has produced all of its gradients, reduce-scatter them
+(averaged, cast to reduce_dtype) into the fp32 gradient shard on weft's stream
+and reshard. A callback at the end of backward reduces units whose gradients
+did not all arrive (unused parameters count as zero), waits for the stream
+and hands the gradient shards to the shard parameters' .grad. Stages 1 and 2
+keep the parameters gathered, re-gathering the updated shards at the start of
+each forward; stage 1 all-reduces gradients instead of reduce-scattering.
+
+Every rank must run the same units in the same order (static graph), as in
+torch's FSDP. Host (CPU) tensors.
+"""
+
+import torch
+
+from .comm import init
+from .shard import ShardGroup
+from .stream import Stream
+from .torch import _tensor_at
+
+_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+class MixedPrecision:
+    """param_dtype: the dtype parameters are gathered in and computed with (the
+    master shards stay float32); reduce_dtype: the dtype gradients are reduced in."""
+
+    def __init__(self, param_dtype=None, reduce_dtype=None):
+        self.param_dtype = param_dtype or torch.float32
+        self.reduce_dtype = reduce_dtype or torch.float32
+        for what, dt in (("param_dtype", self.param_dtype), ("reduce_dtype", self.reduce_dtype)):
+            if dt not in _DTYPE_NAMES:
+                raise ValueError("weft FSDP: %s %s is not float32, bfloat16 or float16" % (what, dt))
+
+
+class _Unit:
+    """One shard group: its parameters' owners, the weft group, the full buffer and its views."""
+
+    def __init__(self, index, module, entries, comm, layout, mp, reduction, replicas):
+        self.index, self.module, self.entries = index, module, entries  # entries: (owner, attr, qualname, param)
+        self.group = ShardGroup(comm, [tuple(p.shape) for _, _, _, p in entries],
+                                names=[q for _, _, q, _ in entries], layout=layout,
+                                param_dtype=_DTYPE_NAMES[mp.param_dtype], reduce_dtype=_DTYPE_NAMES[mp.reduce_dtype],
+                                reduction=reduction, replicas=replicas)
+        with torch.no_grad():
+            self.group.load_full([p.detach().to(torch.float32).contiguous() for _, _, _, p in entries])
+        self.master, self.grad = self.group.shard_tensors()
+        self.shard_param = torch.nn.Parameter(self.master)
+        numel, offsets = self.group.full_layout()
+        self.full = torch.empty(numel, dtype=mp.param_dtype)
+        self.views = []
+        for (owner, attr, _, p), off in zip(entries, offsets):
+            v = self.full[off:off + p.numel()].view(p.shape)
+            v.requires_grad_(p.requires_grad)
+            self.views.append(v)
+            del owner._parameters[attr]
+            setattr(owner, attr, v)
+        self.gathered = True  # the buffer holds data (just allocated)...
+        self.valid = False    # ...but not the gathered parameters yet
+        self.pending = {}     # param index -> gradient, this backward
+        self.reduced = False
+        self.hooked_backward = False
+
+    def _storage(self):
+        # torch >= 2.0 resizes untyped storage in bytes; 1.13's typed storage in elements.
+        if hasattr(self.full, "untyped_storage"):
+            return self.full.untyped_storage(), self.full.numel() * self.full.element_size()
+        return self.full.storage(), self.full.numel()
+
+    def free(self):
+        """Releases the full buffer's memory; the views (and autograd's saved tensors) keep the storage object."""
+        storage, _ = self._storage()
+        storage.resize_(0)
+        self.gathered = self.valid = False
+
+    def alloc(self):
+        if not self.gathered:
+            storage, size = self._storage()
+            storage.resize_(size)
+            self.gathered = True
+
+
+class FullyShardedDataParallel(torch.nn.Module):
+    def __init__(self, module, comm=None, zero_stage=3, mixed_precision=None, wrap_classes=None, layout="flat",
+                 replicas=None, prefetch=True):
+        super().__init__()
+        if zero_stage not in (1, 2, 3):
+            raise ValueError("weft FSDP: zero_stage=%r (expected 1, 2 or 3)" % (zero_stage,))
+        self.comm = comm if comm is not None else init()
+        self.zero_stage, self.prefetch = zero_stage, prefetch
+        self.mp = mixed_precision or MixedPrecision()
+        self._stream = Stream()
+        self._state_keys = list(module.state_dict().keys())  # before the parameters move into units
+        with torch.no_grad():  # every rank starts from rank 0's values, as torch's FSDP
+            for t in list(module.parameters()) + list(module.buffers()):
+                if t.is_floating_point() or t.dtype in (torch.int32, torch.int64):
+                    self.comm.broadcast(t.data, root=0)
+        unit_modules = self._choose_units(module, wrap_classes)
+        owners = {}
+        for mname, m in module.named_modules():
+            for pname, p in list(m._parameters.items()):
+                if p is not None and id(p) not in owners:
+                    owners[id(p)] = (m, pname, (mname + "." if mname else "") + pname, p)
+        claimed, self._units = set(), []
+        reduction = "all_reduce" if zero_stage == 1 else "reduce_scatter"
+        for um in unit_modules + [module]:  # the root unit last: what no unit claimed
+            entries = []
+            for p in um.parameters():
+                if id(p) not in claimed and id(p) in owners:
+                    claimed.add(id(p))
+                    entries.append(owners[id(p)])
+            if entries:
+                unit = _Unit(len(self._units), um, entries, self.comm, layout, self.mp, reduction, replicas)
+                self._units.append(unit)
+        self._root = self._units[-1] if self._units and self._units[-1].module is module else None
+        self.module = module
+        self._shards = torch.nn.ParameterList([u.shard_param for u in self._units])
+        for u in self._units:
+            if u is not self._root:
+                u.module.register_forward_pre_hook(self._make_pre_forward(u))
+                u.module.register_forward_hook(self._make_post_forward(u))
+            for i, v in enumerate(u.views):
+                if v.requires_grad:
+                    v.register_hook(self._make_grad_hook(u, i))
+        self._order, self._recorded = [], False
+        self._in_backward = False
+        if self.zero_stage == 3:
+            for u in self._units:
+                u.free()
+
+    @staticmethod
+    def _choose_units(module, wrap_classes):
+        if not wrap_classes:
+            return list(module.children())
+        classes = tuple(wrap_classes)
+        units = []
+        for m in module.modules():
+            if m is not module and isinstance(m, classes) and not any(m in list(u.modules()) for u in units):
+                units.append(m)
+        return units
+
+    # ---------------------------------------------------------------- gathering
+
+    def _gather(self, unit, stream=None):
+        """Starts (stream) or does (no stream) unit's all-gather into its full buffer."""
+        if unit.valid:
+            return
+        unit.alloc()
+        unit.group.unshard_into(unit.full.data_ptr(), stream=self._stream if stream else None)
+        unit.valid = stream is None
+        unit.in_flight = stream is not None
+
+    def _ready(self, unit):
+        if getattr(unit, "in_flight", False):
+            self._stream.synchronize()
+            for u in self._units:
+                if getattr(u, "in_flight", False):
+                    u.in_flight, u.valid = False, True
+        self._gather(unit)
+
+    def _prefetch_after(self, unit, direction):
+        if not (self.prefetch and self._recorded and self.zero_stage == 3):
+            return
+        k = self._order.index(unit) + direction if unit in self._order else -1
+        if 0 <= k < len(self._order) and not self._order[k].valid:
+            self._gather(self._order[k], stream=True)  # at most this one and the current: two in flight
+
+    # ---------------------------------------------------------------- hooks
+
+    def _make_pre_forward(self, unit):
+        def hook(module, inputs):
+            if not self._recorded and unit not in self._order:
+                self._order.append(unit)
+            self._ready(unit)
+            self._prefetch_after(unit, +1)
+        return hook
+
+    def _make_post_forward(self, unit):
+        def hook(module, inputs, output):
+            if self.zero_stage == 3:
+                unit.free()  # backward gathers it again (a hook on the outputs)
+            if torch.is_grad_enabled():
+                unit.hooked_backward = False
+                for t in _tensors_in(output):
+                    if t.requires_grad:
+                        t.register_hook(self._make_pre_backward(unit))
+            return output
+        return hook
+
+    def _make_pre_backward(self, unit):
+        def hook(grad):
+            self._start_backward()
+            if not unit.hooked_backward:
+                unit.hooked_backward = True
+                self._ready(unit)
+                self._prefetch_after(unit, -1)
+            return grad
+        return hook
+
+    def _make_grad_hook(self, unit, i):
+        def hook(grad):
+            self._start_backward()
+            unit.pending[i] = grad.detach().contiguous()
+            if len(unit.pending) == sum(1 for v in unit.views if v.requires_grad):
+                self._reduce(unit)
+            return grad
+        return hook
+
+    def _start_backward(self):
+        if not self._in_backward:
+            self._in_backward = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
+
+    def _reduce(self, unit):
+        if unit.reduced:
+            return
+        grads = []
+        for i, v in enumerate(unit.views):
+            g = unit.pending.get(i)
+            grads.append(g if g is not None else torch.zeros(v.shape, dtype=v.dtype))
+        unit.keep = grads  # alive until the stream has run
+        unit.group.reduce_grads(grads, stream=self._stream)
+        unit.reduced = True
+        unit.pending = {}
+        if self.zero_stage == 3 and unit is not self._root:
+            unit.free()  # its backward is done: every parameter's gradient is in
+
+    def _end_backward(self):
+        for unit in reversed(self._units):  # reverse registration order: the order ranks agree on
+            if not unit.reduced:
+                self._reduce(unit)
+        self._stream.synchronize()
+        for unit in self._units:
+            unit.keep = None
+            unit.reduced = False
+            for v in unit.views:
+                v.grad = None
+            if self.zero_stage == 3:
+                unit.free()
+            if unit.shard_param.grad is None or unit.shard_param.grad.data_ptr() != unit.grad.data_ptr():
+                unit.shard_param.grad = unit.grad
+        self._in_backward = False
+        if self._order:
+            self._recorded = True
+
+    # ---------------------------------------------------------------- forward and state
+
+    def forward(self, *args, **kwargs):
+        for unit in self._units:
+            # A gradient shard the optimizer set to None restarts from zero.
+            if unit.shard_param.grad is None:
+                unit.group.zero_grads()
+            if self.zero_stage != 3 or unit is self._root:
+                unit.valid = False  # the shards may have been updated since the last gather
+        if self.zero_stage != 3:
+            for unit in self._units:
+                self._gather(unit, stream=True)
+            for unit in self._units:
+                self._ready(unit)
+        elif self._root is not None:
+            self._ready(self._root)
+        if self.mp.param_dtype != torch.float32:
+            args = tuple(_cast(a, self.mp.param_dtype) for a in args)
+            kwargs = {k: _cast(v, self.mp.param_dtype) for k, v in kwargs.items()}
+        return self.module(*args, **kwargs)
+
+    def full_state_dict(self, rank0_only=True):
+        """The wrapped module's state dict with full fp32 parameters: on rank 0 (every rank with
+        rank0_only=False); other ranks get {}. Collective; one unit is gathered at a time."""
+        root = 0 if rank0_only else -1
+        mine = not rank0_only or self.comm.rank == 0
+        params = {}
+        for unit in self._units:
+            outs = [torch.empty(p.numel(), dtype=torch.float32) for _, _, _, p in unit.entries]
+            unit.group.gather_full(outs if mine else [], root=root)
+            for (_, _, qual, p), o in zip(unit.entries, outs):
+                params[qual] = o.view(p.shape)
+        if not mine:
+            return {}
+        rest = self.module.state_dict()  # buffers and anything not sharded
+        return {key: params[key] if key in params else rest[key].detach().clone() for key in self._state_keys}
+
+    def load_full_state_dict(self, state, root=0):
+        """Inverse of full_state_dict: root's full fp32 parameters become every rank's shards."""
+        for unit in self._units:
+            fulls = [state[q].detach().to(torch.float32).contiguous().view(-1) for _, _, q, _ in unit.entries] \
+                if self.comm.rank == root else []
+            unit.group.scatter_full(fulls, root=root)
+            unit.valid = False
+        if self.zero_stage != 3:
+            for unit in self._units:
+                self._gather(unit)
+
+    def memory(self):
+        """Bytes this rank holds: shards, gradient shards, gathered full buffers."""
+        shard = sum(u.master.numel() * 4 for u in self._units)
+        full = sum(u.full.numel() * u.full.element_size() for u in self._units if u.gathered)
+        return {"shard_bytes": shard, "grad_shard_bytes": shard, "full_bytes": full}
+
+
+def _tensors_in(x):
+    if torch.is_tensor(x):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _tensors_in(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from _tensors_in(y)
+
+
+def _cast(x, dtype):
+    if torch.is_tensor(x) and x.is_floating_point():
+        return x.to(dtype)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_cast(y, dtype) for y in x)
+    return x

@@ -1,0 +1,176 @@
+"""Shard groups (weftShardGroup_t): the FSDP / ZeRO machinery, one group of
+parameters gathered and released together.
+
+    g = weft.ShardGroup(comm, [(768, 768), (768,)], names=["w", "b"], param_dtype="bfloat16")
+    g.load_full([w, b])                 # this rank keeps its fp32 shard
+    g.unshard_into(buf)                 # all-gather (cast once) into a buffer you own
+    g.reduce_grads([gw, gb])            # reduce-scatter with averaging into the fp32 grad shard
+    master, grads = g.shard_tensors()   # torch views an optimizer updates in place
+
+Arguments are torch tensors or numpy arrays on the host, or raw addresses
+where the method says so.
+"""
+
+import ctypes
+
+from . import _lib
+from ._tensors import describe, dtype_code
+
+MAX_DIMS = 8
+LAYOUTS = {"flat": 0, "per_param": 1}
+REDUCTIONS = {"reduce_scatter": 0, "all_reduce": 1}
+
+
+class ParamDesc(ctypes.Structure):
+    """weftParamDesc_t."""
+    _fields_ = [("name", ctypes.c_char_p), ("ndim", ctypes.c_int), ("shape", ctypes.c_int64 * MAX_DIMS)]
+
+
+class ShardGroupConfig(ctypes.Structure):
+    """weftShardGroupConfig_t."""
+    _fields_ = [("size", ctypes.c_size_t), ("layout", ctypes.c_int), ("param_dtype", ctypes.c_int),
+                ("reduce_dtype", ctypes.c_int), ("reduction", ctypes.c_int)]
+
+
+class ShardDesc(ctypes.Structure):
+    """weftShardDesc_t."""
+    _fields_ = [("param_offset", ctypes.c_size_t), ("length", ctypes.c_size_t), ("shard_offset", ctypes.c_size_t)]
+
+
+class ShardMemory(ctypes.Structure):
+    """weftShardMemory_t."""
+    _fields_ = [(n, ctypes.c_size_t) for n in ("shard_bytes", "grad_shard_bytes", "unsharded_bytes",
+                                                "pool_live_bytes", "pool_cached_bytes", "pool_peak_bytes")]
+
+
+_H, _P = ctypes.c_void_p, ctypes.c_void_p
+_size_p = ctypes.POINTER(ctypes.c_size_t)
+_float_pp = ctypes.POINTER(ctypes.POINTER(ctypes.c_float))
+for _name, _args in {
+        "weftShardGroupCreate": [_H, _H, ctypes.POINTER(ParamDesc), ctypes.c_int, ctypes.POINTER(ShardGroupConfig),
+                                 _lib.c_void_pp],
+        "weftShardGroupDestroy": [_H],
+        "weftShardGroupGetShard": [_H, ctypes.c_int, ctypes.POINTER(ShardDesc)],
+        "weftShardGroupGetBuffers": [_H, _float_pp, _float_pp, _size_p],
+        "weftShardGroupLoadFull": [_H, ctypes.POINTER(_P), ctypes.c_int],
+        "weftShardGroupUnshard": [_H, _H],
+        "weftShardGroupUnshardInto": [_H, _P, _H],
+        "weftShardGroupGetFullLayout": [_H, _size_p, _size_p, ctypes.c_int],
+        "weftShardGroupGetFullParam": [_H, ctypes.c_int, _lib.c_void_pp],
+        "weftShardGroupReshard": [_H],
+        "weftShardGroupReduceGrads": [_H, ctypes.POINTER(_lib.Tensor), ctypes.c_int, _H],
+        "weftShardGroupZeroGrads": [_H],
+        "weftShardGroupGatherFull": [_H, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int],
+        "weftShardGroupScatterFull": [_H, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int],
+        "weftShardGroupGetMemory": [_H, ctypes.POINTER(ShardMemory)]}.items():
+    getattr(_lib.lib, _name).argtypes = _args
+    getattr(_lib.lib, _name).restype = ctypes.c_int
+
+
+def _stream(stream):
+    return None if stream is None else stream.handle
+
+
+class ShardGroup:
+    def __init__(self, comm, shapes, names=None, layout="flat", param_dtype="float32", reduce_dtype="float32",
+                 reduction="reduce_scatter", replicas=None):
+        """Collective over comm. shapes: one tuple per parameter; replicas: the HSDP replicate communicator."""
+        n = len(shapes)
+        names = list(names) if names is not None else [""] * n
+        descs = (ParamDesc * max(n, 1))()
+        self._names = [s.encode() for s in names]  # kept alive: the C side reads them during create
+        for i, shape in enumerate(shapes):
+            if len(shape) > MAX_DIMS:
+                raise ValueError("weft: parameter %s has %d dimensions (at most %d)" % (names[i], len(shape), MAX_DIMS))
+            descs[i].name = self._names[i]
+            descs[i].ndim = len(shape)
+            for d, extent in enumerate(shape):
+                descs[i].shape[d] = int(extent)
+        cfg = ShardGroupConfig(ctypes.sizeof(ShardGroupConfig), LAYOUTS[layout], dtype_code(param_dtype),
+                               dtype_code(reduce_dtype), REDUCTIONS[reduction])
+        h = ctypes.c_void_p()
+        _lib.call("weftShardGroupCreate", comm.handle, None if replicas is None else replicas.handle, descs, n,
+                  ctypes.byref(cfg), ctypes.byref(h))
+        self._h, self.comm, self.nparams = h, comm, n
+        self.numels = [1 for _ in shapes]
+        for i, shape in enumerate(shapes):
+            for extent in shape:
+                self.numels[i] *= int(extent)
+
+    @property
+    def handle(self):
+        if self._h is None:
+            raise ValueError("weft: the shard group was destroyed")
+        return self._h
+
+    def shard(self, i):
+        """(param_offset, length, shard_offset) of this rank's part of parameter i."""
+        d = ShardDesc()
+        _lib.call("weftShardGroupGetShard", self.handle, i, ctypes.byref(d))
+        return d.param_offset, d.length, d.shard_offset
+
+    def buffers(self):
+        """(master address, grad address, count): the fp32 shards."""
+        m, g = ctypes.POINTER(ctypes.c_float)(), ctypes.POINTER(ctypes.c_float)()
+        n = ctypes.c_size_t()
+        _lib.call("weftShardGroupGetBuffers", self.handle, ctypes.byref(m), ctypes.byref(g), ctypes.byref(n))
+        return ctypes.cast(m, ctypes.c_void_p).value, ctypes.cast(g, ctypes.c_void_p).value, n.value
+
+    def shard_tensors(self):
+        """torch float32 views of the master and gradient shards (weft owns the memory)."""
+        from .torch import _tensor_at
+        import torch
+        m, g, n = self.buffers()
+        return _tensor_at(m, n, torch.float32), _tensor_at(g, n, torch.float32)
+
+    def load_full(self, tensors):
+        """This rank's part of each full float32 parameter becomes its master shard."""
+        ptrs = (_P * max(self.nparams, 1))(*[describe(t, "full[%d]" % i)[0] for i, t in enumerate(tensors)])
+        _lib.call("weftShardGroupLoadFull", self.handle, ptrs, len(tensors))
+
+    def full_layout(self):
+        """(numel, offsets): what unshard_into needs and where each parameter starts in it."""
+        numel = ctypes.c_size_t()
+        offs = (ctypes.c_size_t * max(self.nparams, 1))()
+        _lib.call("weftShardGroupGetFullLayout", self.handle, ctypes.byref(numel), offs, self.nparams)
+        return numel.value, list(offs)[:self.nparams]
+
+    def unshard_into(self, address, stream=None):
+        """All-gathers the shards, cast to param_dtype, into the buffer at `address` (full_layout()[0] elements)."""
+        _lib.call("weftShardGroupUnshardInto", self.handle, address, _stream(stream))
+
+    def reduce_grads(self, grads, stream=None):
+        """grads[i]: parameter i's full gradient; averaged over ranks into the fp32 gradient shard (+=)."""
+        arr = (_lib.Tensor * max(self.nparams, 1))()
+        for i, g in enumerate(grads):
+            arr[i].data, arr[i].count, arr[i].dtype = describe(g, "grads[%d]" % i)
+        _lib.call("weftShardGroupReduceGrads", self.handle, arr, len(grads), _stream(stream))
+
+    def zero_grads(self):
+        _lib.call("weftShardGroupZeroGrads", self.handle)
+
+    def gather_full(self, outs, root=0):
+        """outs[i] (float32, numel) receive the full parameters on root (every rank when root < 0)."""
+        ptrs = (_P * max(self.nparams, 1))(*[describe(o, "out[%d]" % i)[0] for i, o in enumerate(outs)]) if outs else None
+        _lib.call("weftShardGroupGatherFull", self.handle, root, ptrs, len(outs) if outs else 0)
+
+    def scatter_full(self, fulls, root=0):
+        """Root's fulls[i] become every rank's shards (fulls is only read on root)."""
+        ptrs = (_P * max(self.nparams, 1))(*[describe(t, "full[%d]" % i)[0] for i, t in enumerate(fulls)]) if fulls else None
+        _lib.call("weftShardGroupScatterFull", self.handle, root, ptrs, len(fulls) if fulls else 0)
+
+    def memory(self):
+        m = ShardMemory()
+        _lib.call("weftShardGroupGetMemory", self.handle, ctypes.byref(m))
+        return {name: getattr(m, name) for name, _ in ShardMemory._fields_}
+
+    def destroy(self):
+        if self._h is not None:
+            h, self._h = self._h, None
+            _lib.call("weftShardGroupDestroy", h)
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

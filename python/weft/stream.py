@@ -1,0 +1,52 @@
+"""Host streams (weftStream_t): in-order queues of weft work on host memory,
+each run by a thread of its own, so collectives overlap the caller's compute.
+
+    s = weft.Stream()
+    group.unshard_into(buf, stream=s)   # returns at once
+    ...                                 # compute
+    s.synchronize()                     # raises the first error since the last sync
+"""
+
+import ctypes
+
+from . import _lib
+
+for _name, _args in {"weftStreamCreate": [_lib.c_void_pp], "weftStreamSynchronize": [ctypes.c_void_p],
+                     "weftStreamQuery": [ctypes.c_void_p], "weftStreamDestroy": [ctypes.c_void_p]}.items():
+    getattr(_lib.lib, _name).argtypes = _args
+    getattr(_lib.lib, _name).restype = ctypes.c_int
+
+
+class Stream:
+    def __init__(self):
+        h = ctypes.c_void_p()
+        _lib.call("weftStreamCreate", ctypes.byref(h))
+        self._h = h
+
+    @property
+    def handle(self):
+        if self._h is None:
+            raise ValueError("weft: the stream was destroyed")
+        return self._h
+
+    def synchronize(self):
+        _lib.call("weftStreamSynchronize", self.handle)
+
+    def query(self):
+        """True when everything enqueued has run."""
+        code = _lib.lib.weftStreamQuery(self.handle)
+        if code == _lib.IN_PROGRESS:
+            return False
+        _lib.check(code)
+        return True
+
+    def destroy(self):
+        if self._h is not None:
+            h, self._h = self._h, None
+            _lib.call("weftStreamDestroy", h)
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing to report to
+            pass

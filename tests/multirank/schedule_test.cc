@@ -1,0 +1,142 @@
+// shard/schedule.h: a ZeRO-3 step driven by the schedule reduces the same
+// gradient shards as one without prefetching, never holds more than two
+// groups gathered, learns the order in the first step; ZeRO-2 gathers the
+// updated shards anew at each step.
+#include "shard/schedule.h"
+
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/multirank/harness.h"
+
+namespace weft {
+namespace shard {
+namespace {
+
+using kernels::TensorRef;
+using testing::RunRanksExpecting;
+
+// Four groups of different sizes, so padding and prefetch both matter.
+const std::vector<std::vector<ParamSpec>> kGroups = {
+    {{"emb", {11, 3}}}, {{"w1", {5, 5}}, {"b1", {5}}}, {{"w2", {7, 2}}}, {{"head", {3, 3}}, {"s", {}}}};
+
+struct Model {
+  std::vector<std::unique_ptr<ShardGroup>> groups;
+};
+
+Model Build(Communicator& c, BufferPool* pool) {
+  Model m;
+  for (const auto& specs : kGroups) {
+    auto g = ShardGroup::Create(&c, nullptr, specs, {}, pool);
+    EXPECT_TRUE(g.ok()) << g.status();
+    auto master = (*g)->master();
+    for (size_t k = 0; k < master.size(); ++k) master[k] = 0.25f * static_cast<float>(k % 7) + c.rank();
+    m.groups.push_back(std::move(*g));
+  }
+  return m;
+}
+
+// Gradients that depend on the gathered parameters, so a wrong or stale gather shows.
+std::vector<float> Grads(ShardGroup& g, int rank) {
+  std::vector<float> out(g.layout().total_numel);
+  auto p = g.FullParam(0);
+  EXPECT_TRUE(p.ok()) << p.status();
+  const float first = p.ok() ? static_cast<float*>(*p)[0] : 0.0f;
+  for (size_t k = 0; k < out.size(); ++k) out[k] = first + static_cast<float>((k + rank) % 5);
+  return out;
+}
+
+std::vector<TensorRef> Refs(ShardGroup& g, std::vector<float>& flat) {
+  std::vector<TensorRef> refs;
+  size_t at = 0;
+  for (size_t n : g.layout().numel) {
+    refs.push_back({flat.data() + at, n, DataType::kFloat32});
+    at += n;
+  }
+  return refs;
+}
+
+void Step(Model& m, ShardSchedule* s, int rank) {
+  std::vector<std::vector<float>> keep;
+  if (s != nullptr) {
+    ASSERT_TRUE(s->BeginStep().ok());
+  }
+  for (auto& g : m.groups) {
+    if (s != nullptr) {
+      ASSERT_TRUE(s->PreForward(g.get()).ok());
+      ASSERT_TRUE(s->PostForward(g.get()).ok());
+    }
+  }
+  for (int i = static_cast<int>(m.groups.size()) - 1; i >= 0; --i) {
+    ShardGroup& g = *m.groups[i];
+    if (s != nullptr) {
+      ASSERT_TRUE(s->PreBackward(&g).ok());
+      keep.push_back(Grads(g, rank));  // read by the stream until EndStep
+      ASSERT_TRUE(s->PostBackward(&g, Refs(g, keep.back())).ok());
+    } else {
+      ASSERT_TRUE(g.Unshard(nullptr).ok());
+      std::vector<float> grads = Grads(g, rank);
+      ASSERT_TRUE(g.ReduceGrads(Refs(g, grads), nullptr).ok());
+      ASSERT_TRUE(g.Reshard().ok());
+    }
+  }
+  if (s != nullptr) {
+    ASSERT_TRUE(s->EndStep().ok());
+  }
+}
+
+TEST(ShardSchedule, ZeroThreeMatchesUnscheduledAndHoldsTwoGroups) {
+  RunRanksExpecting(3, [&](Communicator& c) {
+    BufferPool pool;
+    Model a = Build(c, &pool), b = Build(c, &pool);
+    HostStream stream;
+    ShardSchedule s(&stream, /*reshard_after_forward=*/true);
+    for (int step = 0; step < 3; ++step) {
+      Step(a, &s, c.rank());
+      Step(b, nullptr, c.rank());
+      EXPECT_LE(s.max_gathered(), 2) << "step " << step;
+      if (step > 0) {
+        EXPECT_EQ(s.max_gathered(), 2) << "prefetch is on from the second step";
+      }
+    }
+    EXPECT_EQ(s.order().size(), kGroups.size());
+    for (size_t i = 0; i < kGroups.size(); ++i) {
+      EXPECT_EQ(std::memcmp(a.groups[i]->grads().data(), b.groups[i]->grads().data(),
+                            a.groups[i]->grads().size() * sizeof(float)), 0) << "group " << i;
+      EXPECT_FALSE(a.groups[i]->unsharded());
+    }
+    EXPECT_EQ(pool.stats().live_bytes, 0u);
+  });
+}
+
+TEST(ShardSchedule, ZeroTwoGathersUpdatedShardsEachStep) {
+  RunRanksExpecting(2, [&](Communicator& c) {
+    BufferPool pool;
+    Model m = Build(c, &pool);
+    HostStream stream;
+    ShardSchedule s(&stream, /*reshard_after_forward=*/false);
+    Step(m, &s, c.rank());
+    EXPECT_TRUE(m.groups[0]->unsharded()) << "ZeRO-2 keeps parameters gathered";
+    // The optimizer's update of rank 0's shard must be seen everywhere at the next step.
+    if (c.rank() == 0) m.groups[0]->master()[0] = 42.0f;
+    ASSERT_TRUE(s.BeginStep().ok());
+    ASSERT_TRUE(s.PreForward(m.groups[0].get()).ok());
+    auto p = m.groups[0]->FullParam(0);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(static_cast<float*>(*p)[0], 42.0f);
+    ASSERT_TRUE(s.EndStep().ok());
+  });
+}
+
+TEST(ShardSchedule, DeclaredOrderIsChecked) {
+  HostStream stream;
+  ShardSchedule s(&stream, true);
+  EXPECT_EQ(s.SetOrder({nullptr}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.PreForward(nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shard
+}  // namespace weft
