@@ -1,0 +1,103 @@
+// NCCL collectives: each one enqueues on the caller's stream on this
+// communicator's device and returns; NCCL orders them by the stream.
+#include <chrono>
+#include <thread>
+
+#include "comm/nccl/comm.h"
+#include "core/cuda/runtime.h"
+#include "core/status.h"
+
+namespace weft {
+namespace nccl {
+
+ncclDataType_t ToNccl(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return ncclFloat32;
+    case DataType::kFloat16: return ncclFloat16;
+    case DataType::kBfloat16: return ncclBfloat16;
+    case DataType::kFloat64: return ncclFloat64;
+    case DataType::kInt8: return ncclInt8;
+    case DataType::kUint8: return ncclUint8;
+    case DataType::kInt32: return ncclInt32;
+    case DataType::kInt64: return ncclInt64;
+  }
+  return ncclNumTypes;  // unreachable: the Communicator checked t
+}
+
+ncclRedOp_t ToNccl(RedOp op) {
+  switch (op) {
+    case RedOp::kSum: return ncclSum;
+    case RedOp::kProd: return ncclProd;
+    case RedOp::kMax: return ncclMax;
+    case RedOp::kMin: return ncclMin;
+    case RedOp::kAvg: return ncclAvg;
+  }
+  return ncclNumOps;
+}
+
+#define WEFT_NCCL_ON_DEVICE(what)                                                            \
+  DeviceGuard guard(device_);                                                                \
+  RETURN_IF_ERROR(cuda::Check(guard.status(), "%s: cudaSetDevice(%d)", what, device_))
+
+absl::Status NcclComm::DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
+                                   void* stream) {
+  WEFT_NCCL_ON_DEVICE("ncclAllReduce");
+  return Check(ncclAllReduce(send, recv, count, ToNccl(t), ToNccl(op), comm_.load(),
+                             static_cast<cudaStream_t>(stream)),
+               "ncclAllReduce");
+}
+
+absl::Status NcclComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
+                                       void* stream) {
+  WEFT_NCCL_ON_DEVICE("ncclReduceScatter");
+  return Check(ncclReduceScatter(send, recv, recvcount, ToNccl(t), ToNccl(op), comm_.load(),
+                                 static_cast<cudaStream_t>(stream)),
+               "ncclReduceScatter");
+}
+
+absl::Status NcclComm::DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) {
+  WEFT_NCCL_ON_DEVICE("ncclAllGather");
+  return Check(ncclAllGather(send, recv, sendcount, ToNccl(t), comm_.load(), static_cast<cudaStream_t>(stream)),
+               "ncclAllGather");
+}
+
+absl::Status NcclComm::DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
+                                   void* stream) {
+  WEFT_NCCL_ON_DEVICE("ncclBroadcast");
+  return Check(ncclBroadcast(send, recv, count, ToNccl(t), root, comm_.load(), static_cast<cudaStream_t>(stream)),
+               "ncclBroadcast");
+}
+
+absl::Status NcclComm::DoBarrier() {
+  WEFT_NCCL_ON_DEVICE("barrier");
+  if (barrier_buf_ == nullptr) {
+    RETURN_IF_ERROR(cuda::Check(cudaMalloc(reinterpret_cast<void**>(&barrier_buf_), sizeof(int)), "barrier: cudaMalloc"));
+    RETURN_IF_ERROR(cuda::Check(cudaMemset(barrier_buf_, 0, sizeof(int)), "barrier: cudaMemset"));
+    RETURN_IF_ERROR(cuda::Check(cudaStreamCreateWithFlags(&barrier_stream_, cudaStreamNonBlocking),
+                                "barrier: cudaStreamCreateWithFlags"));
+  }
+  RETURN_IF_ERROR(Check(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_.load(), barrier_stream_),
+                        "barrier: ncclAllReduce"));
+  // Wait without blocking in the driver, so a dead peer becomes an error instead of a hang.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options().timeout_ms);
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(barrier_stream_);
+    if (e == cudaSuccess) return absl::OkStatus();
+    if (e != cudaErrorNotReady) return cuda::ToStatus(e, "barrier: cudaStreamQuery");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      RETURN_IF_ERROR(PollAsyncLocked());
+    }
+    if (aborted()) return Aborted("barrier: the communicator (rank %d) was aborted", rank());
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Timeout("barrier: rank %d waited %d ms for the other %d rank(s)", rank(), options().timeout_ms,
+                     size() - 1);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+#undef WEFT_NCCL_ON_DEVICE
+
+}  // namespace nccl
+}  // namespace weft

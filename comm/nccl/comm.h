@@ -1,0 +1,104 @@
+// The NCCL backend: collectives on CUDA device memory, ordered on the
+// caller's cudaStream_t.
+//
+// One NcclComm wraps one ncclComm_t on one device. The world communicator
+// spans MPI_COMM_WORLD when an MPI launcher started the process (rank 0's
+// ncclUniqueId is broadcast over MPI), else it is a single rank; bootstrap.h
+// hides which (a build without MPI is always a single rank). The device is CommOptions.cuda_device, or the rank on its node
+// modulo the node's device count. Without a usable GPU, init fails with
+// Unsupported naming the CUDA error; nothing crashes.
+//
+// Errors NCCL raises asynchronously (a peer died, a network fault) are
+// polled by a watchdog thread (ncclCommGetAsyncError every kWatchdogMs) and
+// recorded as the communicator's async error; Abort() is ncclCommAbort.
+//
+//   CommOptions o;
+//   o.memory = MemKind::kCuda;
+//   ASSIGN_OR_RETURN(auto comm, InitWorld(Backend::kNccl, o));
+//   RETURN_IF_ERROR(comm->AllReduce(d_buf, d_buf, n, DataType::kBfloat16, RedOp::kAvg, stream));
+#ifndef WEFT_COMM_NCCL_COMM_H_
+#define WEFT_COMM_NCCL_COMM_H_
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "comm/communicator.h"
+
+namespace weft {
+namespace nccl {
+
+class NcclComm final : public Communicator {
+ public:
+  // Takes ownership of `comm`, which lives on CUDA device `device`.
+  NcclComm(ncclComm_t comm, int rank, int size, int device, const CommOptions& options);
+  ~NcclComm() override;
+  Backend backend() const override { return Backend::kNccl; }
+  int device() const { return device_; }
+
+ protected:
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
+                           void* stream) override;
+  absl::Status DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
+                               void* stream) override;
+  absl::Status DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) override;
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
+                           void* stream) override;
+  // Blocking: a one-element all-reduce on an internal stream, waited for up
+  // to the communicator's timeout.
+  absl::Status DoBarrier() override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
+  void DoAbort() override;
+
+ private:
+  static constexpr int kWatchdogMs = 100;
+
+  // OK, or the NCCL error as a status naming `what`, this rank and NCCL's last message.
+  absl::Status Check(ncclResult_t r, const char* what) const;
+  // NCCL's asynchronous error as a status (OK when none). Needs mu_.
+  absl::Status PollAsyncLocked();
+  void Watchdog();
+
+  std::atomic<ncclComm_t> comm_;  // nullptr once aborted
+  const int device_;
+
+  // Barrier scratch, made on first use.
+  int* barrier_buf_ = nullptr;
+  cudaStream_t barrier_stream_ = nullptr;
+
+  // The watchdog and Abort/destruction both touch comm_: mu_ orders them.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread watchdog_;
+};
+
+// Makes the current device `device` for the guard's lifetime.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  cudaError_t status() const { return status_; }
+
+ private:
+  int saved_ = -1;
+  cudaError_t status_ = cudaSuccess;
+};
+
+ncclDataType_t ToNccl(DataType t);
+ncclRedOp_t ToNccl(RedOp op);
+// NCCL's result as weft's: the absl code of the matching weftResult_t.
+absl::Status ToStatus(ncclResult_t r, const std::string& message);
+
+}  // namespace nccl
+}  // namespace weft
+
+#endif  // WEFT_COMM_NCCL_COMM_H_
