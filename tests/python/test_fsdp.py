@@ -52,9 +52,24 @@ def make_opt(kind, params):
     return torch.optim.AdamW(params, lr=0.01, weight_decay=0.01)
 
 
-def reference(steps, world, opt_kind):
+def initial_state():
+    # Made once on the main thread: torch's default generator is process-wide,
+    # so ranks seeding and drawing from it concurrently would interleave.
     torch.manual_seed(0)
+    return Net().state_dict()
+
+
+INITIAL = initial_state()
+
+
+def fresh_net():
     net = Net()
+    net.load_state_dict(INITIAL)
+    return net
+
+
+def reference(steps, world, opt_kind):
+    net = fresh_net()
     opt = make_opt(opt_kind, net.parameters())
     for x, y in batches(steps, world):
         opt.zero_grad()
@@ -87,8 +102,7 @@ def on_ranks(world, body):
 
 def train_fsdp(steps, world, opt_kind, zero_stage, mp=None, layout="flat"):
     def body(rank, comm):
-        torch.manual_seed(0)
-        model = weft.torch.FullyShardedDataParallel(Net(), comm=comm, zero_stage=zero_stage, mixed_precision=mp,
+        model = weft.torch.FullyShardedDataParallel(fresh_net(), comm=comm, zero_stage=zero_stage, mixed_precision=mp,
                                                     layout=layout)
         opt = make_opt(opt_kind, model.parameters())
         held = sum(p.numel() for p in model.parameters())
