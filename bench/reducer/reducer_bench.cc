@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bench/kernels/tensor_list.h"
+#include "bench/world.h"
 #include "comm/inproc/comm.h"
 #include "comm/registry.h"
 #include "core/status.h"
@@ -265,27 +266,15 @@ Args Parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace weft;
   const bench::Args args = bench::Parse(argc, argv);
-  const std::string path = args.list.find('/') != std::string::npos
-                               ? args.list
-                               : std::string(WEFT_BENCH_DATA_DIR) + "/" + args.list + ".tensors";
-  auto list = bench::ReadTensorList(path);
+  auto list = bench::ReadTensorList(bench::TensorListPath(args.list));
   if (!list.ok()) {
     std::fprintf(stderr, "weft-reducer-bench: %s\n", std::string(list.status().message()).c_str());
     return 1;
   }
-  CommOptions o;
-  o.timeout_ms = 120000;
-  const BackendFactory* mpi = FindBackend(Backend::kMpi);
-  if (mpi != nullptr && mpi->launched != nullptr && mpi->launched()) {
-    auto world = InitWorld(Backend::kMpi, o);
-    if (!world.ok()) return std::fprintf(stderr, "%s\n", std::string(world.status().message()).c_str()), 1;
-    bench::Run(**world, *list, args);
-    return 0;
+  const absl::Status s = bench::RunOnWorld(args.ranks, 120000, [&](Communicator& comm) { bench::Run(comm, *list, args); });
+  if (!s.ok()) {
+    std::fprintf(stderr, "weft-reducer-bench: %s\n", std::string(s.message()).c_str());
+    return 1;
   }
-  auto comms = inproc::InitInProcess(args.ranks, o);
-  if (!comms.ok()) return std::fprintf(stderr, "%s\n", std::string(comms.status().message()).c_str()), 1;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < args.ranks; ++r) threads.emplace_back([&, r] { bench::Run(*(*comms)[r], *list, args); });
-  for (auto& t : threads) t.join();
   return 0;
 }

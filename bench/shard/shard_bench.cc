@@ -34,8 +34,7 @@
 #include <vector>
 
 #include "bench/kernels/tensor_list.h"
-#include "comm/inproc/comm.h"
-#include "comm/registry.h"
+#include "bench/world.h"
 #include "core/stream.h"
 #include "shard/reducer.h"
 #include "shard/schedule.h"
@@ -278,21 +277,7 @@ Args Parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace weft;
   const bench::Args args = bench::Parse(argc, argv);
-  const std::string path = args.list.find('/') != std::string::npos
-                               ? args.list
-                               : std::string(WEFT_BENCH_DATA_DIR) + "/" + args.list + ".tensors";
-  const auto list = bench::Check(bench::ReadTensorList(path));
-  CommOptions o;
-  o.timeout_ms = 300000;
-  const BackendFactory* mpi = FindBackend(Backend::kMpi);
-  if (mpi != nullptr && mpi->launched != nullptr && mpi->launched()) {
-    auto world = bench::Check(InitWorld(Backend::kMpi, o));
-    bench::Run(*world, list, args);
-    return 0;
-  }
-  auto comms = bench::Check(inproc::InitInProcess(args.ranks, o));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < args.ranks; ++r) threads.emplace_back([&, r] { bench::Run(*comms[r], list, args); });
-  for (auto& t : threads) t.join();
+  const auto list = bench::Check(bench::ReadTensorList(bench::TensorListPath(args.list)));
+  bench::Ok(bench::RunOnWorld(args.ranks, 300000, [&](Communicator& comm) { bench::Run(comm, list, args); }));
   return 0;
 }
