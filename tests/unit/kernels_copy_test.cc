@@ -19,37 +19,12 @@ using testing::FillRandom;
 using testing::FirstDifference;
 using testing::Hex;
 using testing::kFloatTypes;
-
-constexpr size_t kOddSizes[] = {0, 1, 3, 4099, 65537};
-constexpr float kScales[] = {1.0f, 0.125f, 1.0f / 3.0f, 1024.0f};
-
-// Tensors of the given sizes, cycling through dtypes when `mixed`, each
-// starting i % 7 elements past an aligned address.
-std::vector<Buffer> MakeTensors(const std::vector<size_t>& sizes, DataType t, bool mixed, std::mt19937_64& rng) {
-  std::vector<Buffer> out;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    out.emplace_back(mixed ? kFloatTypes[i % 4] : t, sizes[i], i % 7);
-    FillRandom(out.back(), rng);
-  }
-  return out;
-}
-
-std::vector<TensorRef> Refs(std::vector<Buffer>& bufs) {
-  std::vector<TensorRef> r;
-  for (Buffer& b : bufs) r.push_back(b.ref());
-  return r;
-}
-
-size_t Total(const std::vector<size_t>& sizes) {
-  size_t n = 0;
-  for (size_t s : sizes) n += s;
-  return n;
-}
-
-void ExpectSame(const Buffer& got, const Buffer& want, const std::string& what) {
-  const long i = FirstDifference(got, want);
-  EXPECT_EQ(i, -1) << what << ": element " << i << " is " << Hex(got, i) << ", reference " << Hex(want, i);
-}
+using testing::kOddSizes;
+using testing::kScales;
+using testing::ExpectSame;
+using testing::MakeTensors;
+using testing::Refs;
+using testing::Total;
 
 TEST(KernelsFlatten, EveryDtypePairMatchesReference) {
   std::mt19937_64 rng(1);

@@ -42,12 +42,6 @@ std::vector<Buffer> RandomTensors(int n, size_t max_size, std::mt19937_64& rng, 
   return out;
 }
 
-std::vector<TensorRef> Refs(std::vector<Buffer>& bufs) {
-  std::vector<TensorRef> r;
-  for (Buffer& b : bufs) r.push_back(b.ref());
-  return r;
-}
-
 TEST(KernelsUnscale, MatchesReferenceAndReportsNonFinite) {
   std::printf("thread pool: %d threads\n", ThreadPool::Default().threads());
   std::mt19937_64 rng(21);

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/dtype.h"
 #include "kernels/types.h"
 
@@ -121,6 +123,39 @@ inline std::string Hex(const Buffer& b, size_t i) {
   char s[32];
   std::snprintf(s, sizeof(s), "0x%0*llx", static_cast<int>(2 * size), static_cast<unsigned long long>(v));
   return s;
+}
+
+// Sizes and scales every copy test sweeps.
+inline constexpr size_t kOddSizes[] = {0, 1, 3, 4099, 65537};
+inline constexpr float kScales[] = {1.0f, 0.125f, 1.0f / 3.0f, 1024.0f};
+
+// Tensors of the given sizes, cycling through dtypes when `mixed`, each
+// starting i % 7 elements past an aligned address.
+inline std::vector<Buffer> MakeTensors(const std::vector<size_t>& sizes, DataType t, bool mixed,
+                                       std::mt19937_64& rng) {
+  std::vector<Buffer> out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out.emplace_back(mixed ? kFloatTypes[i % 4] : t, sizes[i], i % 7);
+    FillRandom(out.back(), rng);
+  }
+  return out;
+}
+
+inline std::vector<TensorRef> Refs(std::vector<Buffer>& bufs) {
+  std::vector<TensorRef> r;
+  for (Buffer& b : bufs) r.push_back(b.ref());
+  return r;
+}
+
+inline size_t Total(const std::vector<size_t>& sizes) {
+  size_t n = 0;
+  for (size_t s : sizes) n += s;
+  return n;
+}
+
+inline void ExpectSame(const Buffer& got, const Buffer& want, const std::string& what) {
+  const long i = FirstDifference(got, want);
+  EXPECT_EQ(i, -1) << what << ": element " << i << " is " << Hex(got, i) << ", reference " << Hex(want, i);
 }
 
 }  // namespace testing
