@@ -55,6 +55,24 @@ def llama_layer(d=4096, ffn=11008):
             (p + "post_attention_layernorm.weight", (d,))]
 
 
+# Hugging Face BertModel (bert-base-uncased) in named_parameters() order:
+# 199 tensors, 109,482,240 parameters (embeddings, 12 encoder layers, pooler).
+def bert_base(d=768, layers=12, ffn=3072, vocab=30522, ctx=512, types=2):
+    t = [("embeddings.word_embeddings.weight", (vocab, d)), ("embeddings.position_embeddings.weight", (ctx, d)),
+         ("embeddings.token_type_embeddings.weight", (types, d)), ("embeddings.LayerNorm.weight", (d,)),
+         ("embeddings.LayerNorm.bias", (d,))]
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        for proj in ("query", "key", "value"):
+            t += [(p + f"attention.self.{proj}.weight", (d, d)), (p + f"attention.self.{proj}.bias", (d,))]
+        t += [(p + "attention.output.dense.weight", (d, d)), (p + "attention.output.dense.bias", (d,)),
+              (p + "attention.output.LayerNorm.weight", (d,)), (p + "attention.output.LayerNorm.bias", (d,)),
+              (p + "intermediate.dense.weight", (ffn, d)), (p + "intermediate.dense.bias", (ffn,)),
+              (p + "output.dense.weight", (d, ffn)), (p + "output.dense.bias", (d,)),
+              (p + "output.LayerNorm.weight", (d,)), (p + "output.LayerNorm.bias", (d,))]
+    return t + [("pooler.dense.weight", (d, d)), ("pooler.dense.bias", (d,))]
+
+
 def tiny_10k():
     # A fixed linear congruential sequence, so the file never changes.
     x, t = 12345, []
@@ -71,6 +89,7 @@ def huge_3():
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     for name, fn in [("resnet50", resnet50), ("gpt2_small", gpt2_small), ("llama_layer", llama_layer),
+                     ("bert_base", bert_base),
                      ("tiny_10k", tiny_10k), ("huge_3", huge_3)]:
         tensors = fn()
         total = 0
