@@ -10,6 +10,7 @@
 // only on arguments all ranks share, so all ranks pick the same one.
 #include <algorithm>
 #include <cstring>
+#include <cstdlib>
 #include <vector>
 
 #include "comm/mpi/comm.h"
@@ -87,6 +88,7 @@ absl::Status MpiComm::DoAllReduce(const void* send, void* recv, size_t count, Da
     ReduceInRankOrder(t, op, size(), src, count, scratch + peers, recv);
     return absl::OkStatus();
   }
+  if (getenv("WEFT_OOP_COPY") && send != recv) { std::memcpy(recv, send, bytes); send = recv; }
   RingSchedule::Args a{t, op, rank(), size(), true, true, send, nullptr, recv, count, 0, SegmentBytes(),
                        tuning_.window};
   RingSchedule ring(a, Scratch(RingSchedule::ScratchBytes(a)));
