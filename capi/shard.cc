@@ -6,23 +6,14 @@
 #include "capi/export.h"
 #include "capi/handles.h"
 #include "capi/result.h"
+#include "capi/shard_handle.h"
 #include "shard/shard_group.h"
-
-struct weftShardGroup {
-  std::unique_ptr<weft::shard::ShardGroup> impl;
-  weftComm_t comm;  // owns the pool
-};
 
 namespace weft {
 namespace capi {
 namespace {
 
 using shard::ShardGroup;
-
-absl::StatusOr<ShardGroup*> GetGroup(weftShardGroup_t g) {
-  RETURN_IF_ERROR(Live<weftShardGroup>::Check("group", g));
-  return g->impl.get();
-}
 
 absl::Status CheckCount(const char* what, int n, const ShardGroup& g) {
   if (n < 0 || static_cast<size_t>(n) != g.layout().numel.size()) {
@@ -70,6 +61,20 @@ absl::StatusOr<std::vector<shard::ParamSpec>> ReadParams(const weftParamDesc_t* 
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<kernels::TensorRef>> ReadGrads(const ShardGroup& g, const weftTensor_t* grads, int n) {
+  RETURN_IF_ERROR(CheckCount("grads", n, g));
+  if (n > 0 && grads == nullptr) return InvalidArgument("grads is NULL with n = %d", n);
+  std::vector<kernels::TensorRef> refs(n);
+  for (int i = 0; i < n; ++i) {
+    if (grads[i].dtype < 0 || grads[i].dtype >= weftNumTypes) {
+      return InvalidArgument("grads[%d].dtype = %d is not a weftDataType_t", i, static_cast<int>(grads[i].dtype));
+    }
+    refs[i] = {grads[i].data, grads[i].count, static_cast<DataType>(grads[i].dtype)};
+  }
+  return refs;
+}
+
 }  // namespace capi
 }  // namespace weft
 
@@ -105,7 +110,7 @@ WEFT_API weftResult_t weftShardGroupDestroy(weftShardGroup_t group) {
 
 WEFT_API weftResult_t weftShardGroupGetShard(weftShardGroup_t group, int param, weftShardDesc_t* desc) {
   return Guard("weftShardGroupGetShard", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     if (desc == nullptr) return weft::InvalidArgument("desc is NULL");
     if (param < 0 || static_cast<size_t>(param) >= g->shards().size()) {
       return weft::InvalidArgument("param = %d is outside [0, %zu)", param, g->shards().size());
@@ -119,7 +124,7 @@ WEFT_API weftResult_t weftShardGroupGetShard(weftShardGroup_t group, int param, 
 WEFT_API weftResult_t weftShardGroupGetBuffers(weftShardGroup_t group, float** params, float** grads,
                                                size_t* count) {
   return Guard("weftShardGroupGetBuffers", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     if (params != nullptr) *params = g->master().data();
     if (grads != nullptr) *grads = g->grads().data();
     if (count != nullptr) *count = g->master().size();
@@ -129,7 +134,7 @@ WEFT_API weftResult_t weftShardGroupGetBuffers(weftShardGroup_t group, float** p
 
 WEFT_API weftResult_t weftShardGroupLoadFull(weftShardGroup_t group, const float* const* full, int n) {
   return Guard("weftShardGroupLoadFull", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     RETURN_IF_ERROR(weft::capi::CheckCount("full", n, *g));
     if (n > 0 && full == nullptr) return weft::InvalidArgument("full is NULL with n = %d", n);
     return g->LoadFromFull({full, static_cast<size_t>(n)});
@@ -138,21 +143,21 @@ WEFT_API weftResult_t weftShardGroupLoadFull(weftShardGroup_t group, const float
 
 WEFT_API weftResult_t weftShardGroupUnshard(weftShardGroup_t group, void* stream) {
   return Guard("weftShardGroupUnshard", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     return g->Unshard(stream);
   });
 }
 
 WEFT_API weftResult_t weftShardGroupUnshardInto(weftShardGroup_t group, void* full, void* stream) {
   return Guard("weftShardGroupUnshardInto", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     return g->UnshardInto(full, stream);
   });
 }
 
 WEFT_API weftResult_t weftShardGroupGetFullLayout(weftShardGroup_t group, size_t* numel, size_t* offsets, int n) {
   return Guard("weftShardGroupGetFullLayout", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     if (numel == nullptr) return weft::InvalidArgument("numel is NULL");
     if (offsets != nullptr) RETURN_IF_ERROR(weft::capi::CheckCount("offsets", n, *g));
     *numel = g->full_numel();
@@ -163,7 +168,7 @@ WEFT_API weftResult_t weftShardGroupGetFullLayout(weftShardGroup_t group, size_t
 
 WEFT_API weftResult_t weftShardGroupGetFullParam(weftShardGroup_t group, int param, void** data) {
   return Guard("weftShardGroupGetFullParam", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     if (data == nullptr) return weft::InvalidArgument("data is NULL");
     ASSIGN_OR_RETURN(*data, g->FullParam(param));
     return absl::OkStatus();
@@ -172,7 +177,7 @@ WEFT_API weftResult_t weftShardGroupGetFullParam(weftShardGroup_t group, int par
 
 WEFT_API weftResult_t weftShardGroupReshard(weftShardGroup_t group) {
   return Guard("weftShardGroupReshard", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     return g->Reshard();
   });
 }
@@ -180,13 +185,8 @@ WEFT_API weftResult_t weftShardGroupReshard(weftShardGroup_t group) {
 WEFT_API weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const weftTensor_t* grads, int n,
                                                 void* stream) {
   return Guard("weftShardGroupReduceGrads", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
-    RETURN_IF_ERROR(weft::capi::CheckCount("grads", n, *g));
-    if (n > 0 && grads == nullptr) return weft::InvalidArgument("grads is NULL with n = %d", n);
-    std::vector<weft::kernels::TensorRef> refs(n);
-    for (int i = 0; i < n; ++i) {
-      refs[i] = {grads[i].data, grads[i].count, static_cast<weft::DataType>(grads[i].dtype)};
-    }
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
+    ASSIGN_OR_RETURN(const auto refs, weft::capi::ReadGrads(*g, grads, n));
     return g->ReduceGrads(refs, stream);
   });
 }
@@ -194,7 +194,7 @@ WEFT_API weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const we
 WEFT_API weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void* grads, weftDataType_t dtype,
                                                     void* stream) {
   return Guard("weftShardGroupReduceGradsFlat", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     if (dtype < 0 || dtype >= weftNumTypes) {
       return weft::InvalidArgument("dtype = %d is not a weftDataType_t", static_cast<int>(dtype));
     }
@@ -204,7 +204,7 @@ WEFT_API weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void
 
 WEFT_API weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group) {
   return Guard("weftShardGroupZeroGrads", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     g->ZeroGrads();
     return absl::OkStatus();
   });
@@ -212,7 +212,7 @@ WEFT_API weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group) {
 
 WEFT_API weftResult_t weftShardGroupGatherFull(weftShardGroup_t group, int root, float* const* out, int n) {
   return Guard("weftShardGroupGatherFull", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     return g->GatherFull(root, {out, out == nullptr ? 0 : static_cast<size_t>(n < 0 ? 0 : n)});
   });
 }
@@ -220,19 +220,37 @@ WEFT_API weftResult_t weftShardGroupGatherFull(weftShardGroup_t group, int root,
 WEFT_API weftResult_t weftShardGroupScatterFull(weftShardGroup_t group, int root, const float* const* full,
                                                 int n) {
   return Guard("weftShardGroupScatterFull", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     return g->ScatterFull(root, {full, full == nullptr ? 0 : static_cast<size_t>(n < 0 ? 0 : n)});
   });
 }
 
 WEFT_API weftResult_t weftShardGroupGetMemory(weftShardGroup_t group, weftShardMemory_t* memory) {
   return Guard("weftShardGroupGetMemory", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto* g, GetGroup(group));
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     if (memory == nullptr) return weft::InvalidArgument("memory is NULL");
     const auto m = g->memory();
     const auto p = group->comm->pool.stats();
     *memory = {m.shard_bytes, m.grad_shard_bytes, m.unsharded_bytes, p.live_bytes, p.pooled_bytes,
                p.peak_live_bytes};
     return absl::OkStatus();
+  });
+}
+
+WEFT_API weftResult_t weftShardGroupGatherFullFrom(weftShardGroup_t group, const float* shard, int root,
+                                                   float* const* out, int n) {
+  return Guard("weftShardGroupGatherFullFrom", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
+    if (shard == nullptr && !g->master().empty()) return weft::InvalidArgument("shard is NULL");
+    return g->GatherFull(root, {out, out == nullptr ? 0 : static_cast<size_t>(n < 0 ? 0 : n)}, shard);
+  });
+}
+
+WEFT_API weftResult_t weftShardGroupScatterFullInto(weftShardGroup_t group, int root, const float* const* full,
+                                                    int n, float* shard) {
+  return Guard("weftShardGroupScatterFullInto", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
+    if (shard == nullptr && !g->master().empty()) return weft::InvalidArgument("shard is NULL");
+    return g->ScatterFull(root, {full, full == nullptr ? 0 : static_cast<size_t>(n < 0 ? 0 : n)}, shard);
   });
 }

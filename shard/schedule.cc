@@ -1,5 +1,6 @@
 #include "shard/schedule.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/status.h"
@@ -7,15 +8,26 @@
 namespace weft {
 namespace shard {
 
-ShardSchedule::ShardSchedule(HostStream* stream, bool reshard_after_forward)
-    : stream_(stream), reshard_after_forward_(reshard_after_forward) {}
+ShardSchedule::ShardSchedule(HostStream* stream, ScheduleOptions options)
+    : stream_(stream), options_(std::move(options)) {}
+
+ShardSchedule::~ShardSchedule() {
+  stream_->Synchronize().IgnoreError();
+  // Pool-held groups keep their buffers until their own Reshard or
+  // destruction (they may be gone already); acquired ones go back.
+  if (!options_.buffers.release) return;
+  for (auto& [g, h] : held_) {
+    if (h.full != nullptr) options_.buffers.release(g, h.full);
+  }
+}
 
 absl::Status ShardSchedule::SetOrder(std::vector<ShardGroup*> order) {
+  if (in_step_) return InvalidUsage("SetOrder during a step (call it before BeginStep or after EndStep)");
   absl::flat_hash_map<ShardGroup*, int> position;
   for (size_t i = 0; i < order.size(); ++i) {
     if (order[i] == nullptr) return InvalidArgument("order[%zu] is NULL", i);
     if (!position.emplace(order[i], static_cast<int>(i)).second) {
-      return InvalidArgument("order[%zu] repeats an earlier group", i);
+      return InvalidArgument("order[%zu] repeats order[%d]", i, position[order[i]]);
     }
   }
   order_ = std::move(order);
@@ -25,26 +37,46 @@ absl::Status ShardSchedule::SetOrder(std::vector<ShardGroup*> order) {
   return absl::OkStatus();
 }
 
-void ShardSchedule::CountGathered() {
-  int n = 0;
-  for (ShardGroup* g : order_) n += g->unsharded() ? 1 : 0;
-  gathered_ = n;
-  max_gathered_ = std::max(max_gathered_, n);
+absl::Status ShardSchedule::CheckCall(const char* what, ShardGroup* g) const {
+  if (g == nullptr) return InvalidArgument("%s: group is NULL", what);
+  if (!in_step_) return InvalidUsage("%s outside a step (call BeginStep first)", what);
+  return absl::OkStatus();
+}
+
+void* ShardSchedule::full(ShardGroup* g) const {
+  auto it = held_.find(g);
+  if (it == held_.end()) return nullptr;
+  if (it->second.full != nullptr) return it->second.full;
+  auto p = g->FullParam(0);
+  return p.ok() ? *p : nullptr;
 }
 
 absl::Status ShardSchedule::Gather(ShardGroup* g) {
-  if (g->unsharded()) return absl::OkStatus();  // gathered, or its gather is in flight
-  RETURN_IF_ERROR(g->Unshard(stream_));
-  pending_[g] = stream_->Mark();
-  CountGathered();
+  if (held_.contains(g)) return absl::OkStatus();  // gathered, or its gather is in flight
+  void* full = nullptr;
+  if (options_.buffers.acquire) {
+    const size_t bytes = g->full_numel() * ElementSize(g->options().param_dtype);
+    ASSIGN_OR_RETURN(full, options_.buffers.acquire(g, bytes));
+    if (full == nullptr && bytes > 0) return SystemError("acquire returned NULL for %zu bytes", bytes);
+    if (const absl::Status s = g->UnshardInto(full, stream_); !s.ok()) {
+      stream_->WaitFor(stream_->Mark());  // part of the gather may be enqueued
+      options_.buffers.release(g, full);
+      return s;
+    }
+  } else {
+    RETURN_IF_ERROR(g->Unshard(stream_));
+  }
+  held_[g] = Held{full, stream_->Mark(), true};
+  max_gathered_ = std::max(max_gathered_, gathered());
   return absl::OkStatus();
 }
 
 absl::Status ShardSchedule::Ready(ShardGroup* g) {
   RETURN_IF_ERROR(Gather(g));
-  if (auto it = pending_.find(g); it != pending_.end()) {
-    stream_->WaitFor(it->second);
-    pending_.erase(it);
+  Held& h = held_[g];
+  if (h.pending) {
+    stream_->WaitFor(h.mark);
+    h.pending = false;
     // A failed gather surfaces here rather than as wrong parameters.
     RETURN_IF_ERROR(stream_->PendingError());
   }
@@ -52,31 +84,37 @@ absl::Status ShardSchedule::Ready(ShardGroup* g) {
 }
 
 absl::Status ShardSchedule::Release(ShardGroup* g) {
-  if (!reshard_after_forward_) return absl::OkStatus();
+  if (!options_.reshard_after_forward) return absl::OkStatus();
   return Drop(g);
 }
 
 absl::Status ShardSchedule::Drop(ShardGroup* g) {
+  auto it = held_.find(g);
+  if (it == held_.end()) return absl::OkStatus();
   // A gather still in flight writes the buffers: let it finish first.
-  if (auto it = pending_.find(g); it != pending_.end()) {
-    stream_->WaitFor(it->second);
-    pending_.erase(it);
+  if (it->second.pending) stream_->WaitFor(it->second.mark);
+  void* full = it->second.full;
+  held_.erase(it);
+  if (full != nullptr) {
+    options_.buffers.release(g, full);
+    return absl::OkStatus();
   }
-  RETURN_IF_ERROR(g->Reshard());
-  CountGathered();
-  return absl::OkStatus();
+  return g->Reshard();
 }
 
 absl::Status ShardSchedule::BeginStep() {
-  max_gathered_ = 0;
-  if (reshard_after_forward_) return absl::OkStatus();
+  if (in_step_) return InvalidUsage("BeginStep: the last step was not ended (call EndStep)");
+  in_step_ = true;
+  max_gathered_ = gathered();
   // ZeRO-1/2 keep groups gathered; the optimizer has updated the shards since.
-  for (ShardGroup* g : order_) RETURN_IF_ERROR(Drop(g));
+  std::vector<ShardGroup*> held;
+  for (const auto& [g, h] : held_) held.push_back(g);
+  for (ShardGroup* g : held) RETURN_IF_ERROR(Drop(g));
   return absl::OkStatus();
 }
 
 void ShardSchedule::Prefetch(ShardGroup* g, int direction) {
-  if (!order_known_) return;
+  if (!options_.prefetch || !order_known_) return;
   auto it = position_.find(g);
   if (it == position_.end()) return;
   const int k = it->second + direction;
@@ -85,7 +123,7 @@ void ShardSchedule::Prefetch(ShardGroup* g, int direction) {
 }
 
 absl::Status ShardSchedule::PreForward(ShardGroup* g) {
-  if (g == nullptr) return InvalidArgument("group is NULL");
+  RETURN_IF_ERROR(CheckCall("PreForward", g));
   if (recording_ && !position_.contains(g)) {
     position_[g] = static_cast<int>(order_.size());
     order_.push_back(g);
@@ -96,35 +134,44 @@ absl::Status ShardSchedule::PreForward(ShardGroup* g) {
 }
 
 absl::Status ShardSchedule::PostForward(ShardGroup* g) {
-  if (g == nullptr) return InvalidArgument("group is NULL");
+  RETURN_IF_ERROR(CheckCall("PostForward", g));
   return Release(g);
 }
 
 absl::Status ShardSchedule::PreBackward(ShardGroup* g) {
-  if (g == nullptr) return InvalidArgument("group is NULL");
+  RETURN_IF_ERROR(CheckCall("PreBackward", g));
   RETURN_IF_ERROR(Ready(g));
   Prefetch(g, -1);
   return absl::OkStatus();
 }
 
 absl::Status ShardSchedule::PostBackward(ShardGroup* g, absl::Span<const kernels::TensorRef> grads) {
-  if (g == nullptr) return InvalidArgument("group is NULL");
+  RETURN_IF_ERROR(CheckCall("PostBackward", g));
   RETURN_IF_ERROR(g->ReduceGrads(grads, stream_));
   return Release(g);
 }
 
 absl::Status ShardSchedule::PostBackwardFlat(ShardGroup* g, void* grads, DataType t) {
-  if (g == nullptr) return InvalidArgument("group is NULL");
+  RETURN_IF_ERROR(CheckCall("PostBackwardFlat", g));
   RETURN_IF_ERROR(g->ReduceGradsFlat(grads, t, stream_));
   return Release(g);
 }
 
 absl::Status ShardSchedule::EndStep() {
-  const absl::Status s = stream_->Synchronize();
-  pending_.clear();
+  if (!in_step_) return InvalidUsage("EndStep outside a step (call BeginStep first)");
+  absl::Status s = stream_->Synchronize();
+  for (auto& [g, h] : held_) h.pending = false;
+  in_step_ = false;
   if (recording_ && !order_.empty()) {
     recording_ = false;
     order_known_ = true;
+  }
+  if (options_.reshard_after_forward) {
+    std::vector<ShardGroup*> held;
+    for (const auto& [g, h] : held_) held.push_back(g);
+    for (ShardGroup* g : held) {
+      if (const absl::Status d = Drop(g); s.ok()) s = d;
+    }
   }
   return s;
 }

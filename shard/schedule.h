@@ -9,19 +9,26 @@
 // stream; waiting for a group's gather waits for that gather alone (a stream
 // mark), not for the gradient reductions queued behind it.
 //
-//   ShardSchedule s(&stream, /*reshard_after_forward=*/true);   // ZeRO-3
+// Full parameters live in weft's pool (ShardGroup::Unshard; read them with
+// FullParam), or in memory the framework hands over through FullBuffers
+// (ShardGroup::UnshardInto): PyTorch must keep the tensors autograd saved in
+// forward pointing at the same storage when backward gathers again.
+//
+//   ShardSchedule s(&stream, {.reshard_after_forward = true});   // ZeRO-3
 //   s.BeginStep();
 //   for each group g in order:         s.PreForward(g); compute; s.PostForward(g);
 //   for each group g in reverse:       s.PreBackward(g); compute; s.PostBackward(g, grads);
-//   s.EndStep();                        // gradient shards complete
+//   s.EndStep();                        // gradient shards complete, nothing gathered
 #ifndef WEFT_SHARD_SCHEDULE_H_
 #define WEFT_SHARD_SCHEDULE_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/stream.h"
 #include "shard/shard_group.h"
@@ -29,48 +36,81 @@
 namespace weft {
 namespace shard {
 
+// Framework-owned full buffers. acquire returns `bytes` (g->full_numel()
+// elements of param_dtype) for g's gather; release gets them back once the
+// schedule is done with them (the gather into them has run). Both are called
+// on the thread that calls the schedule, never on the stream's thread.
+struct FullBuffers {
+  std::function<absl::StatusOr<void*>(ShardGroup* g, size_t bytes)> acquire;
+  std::function<void(ShardGroup* g, void* full)> release;
+};
+
+struct ScheduleOptions {
+  // ZeRO-3 (true) frees each group after its forward and its backward;
+  // ZeRO-1/2 (false) keep groups gathered through the step.
+  bool reshard_after_forward = true;
+  // false: gather each group only when it is needed (a baseline to measure prefetch against).
+  bool prefetch = true;
+  FullBuffers buffers;  // unset: weft's pool
+};
+
 class ShardSchedule {
  public:
-  // reshard_after_forward: ZeRO-3 (true) frees each group after its forward
-  // and backward; ZeRO-1/2 (false) keep groups gathered through the step.
-  ShardSchedule(HostStream* stream, bool reshard_after_forward);
+  ShardSchedule(HostStream* stream, ScheduleOptions options);
+  ShardSchedule(HostStream* stream, bool reshard_after_forward)
+      : ShardSchedule(stream, ScheduleOptions{reshard_after_forward, true, {}}) {}
+  ~ShardSchedule();  // waits for the stream, releases what is still gathered
 
-  // The forward order; backward is its reverse. Optional.
+  // The forward order; backward is its reverse. Optional; not during a step.
   absl::Status SetOrder(std::vector<ShardGroup*> order);
   const std::vector<ShardGroup*>& order() const { return order_; }
+  bool order_known() const { return order_known_; }
 
   // At the start of each step. ZeRO-1/2: releases the groups kept gathered,
   // whose shards the optimizer has updated since, so they are gathered anew.
   absl::Status BeginStep();
-  // Returns when g's parameters are gathered (FullParam is usable).
+  // Returns when g's parameters are gathered.
   absl::Status PreForward(ShardGroup* g);
   absl::Status PostForward(ShardGroup* g);
   absl::Status PreBackward(ShardGroup* g);
   // Enqueues the reduction of g's gradients, then releases g (ZeRO-3).
   absl::Status PostBackward(ShardGroup* g, absl::Span<const kernels::TensorRef> grads);
   absl::Status PostBackwardFlat(ShardGroup* g, void* grads, DataType t);
-  // Waits for every reduction; the order is known from now on. Returns the first error of the step's async work.
+  // Waits for every reduction; the order is known from now on; ZeRO-3
+  // releases any group still gathered (prefetched but unused). Returns the
+  // first error of the step's async work.
   absl::Status EndStep();
+  bool in_step() const { return in_step_; }
 
-  // Most groups gathered at once during the last step (test and report hook).
+  // Where g's full parameters are (the pool's buffer, or the acquired one);
+  // nullptr when the schedule holds g sharded.
+  void* full(ShardGroup* g) const;
+  // Groups gathered (or being gathered) now, and the most at once during the
+  // current or last step.
+  int gathered() const { return static_cast<int>(held_.size()); }
   int max_gathered() const { return max_gathered_; }
 
  private:
+  struct Held {
+    void* full = nullptr;    // acquired buffer; nullptr: the pool's (g->FullParam)
+    uint64_t mark = 0;       // stream mark of its gather
+    bool pending = false;    // the gather may still be running
+  };
+  absl::Status CheckCall(const char* what, ShardGroup* g) const;
   absl::Status Gather(ShardGroup* g);   // enqueue unless already gathered or in flight
   absl::Status Ready(ShardGroup* g);    // wait for its gather
   absl::Status Release(ShardGroup* g);  // ZeRO-3 only
   absl::Status Drop(ShardGroup* g);     // reshard, after any gather in flight
   void Prefetch(ShardGroup* g, int direction);
-  void CountGathered();
 
   HostStream* const stream_;
-  const bool reshard_after_forward_;
+  const ScheduleOptions options_;
   std::vector<ShardGroup*> order_;
   bool order_known_ = false;
   bool recording_ = true;
-  absl::flat_hash_map<ShardGroup*, uint64_t> pending_;  // group -> stream mark of its gather
+  bool in_step_ = false;
+  absl::flat_hash_map<ShardGroup*, Held> held_;
   absl::flat_hash_map<ShardGroup*, int> position_;
-  int gathered_ = 0;
   int max_gathered_ = 0;
 };
 

@@ -272,10 +272,11 @@ absl::Status ShardGroup::ReducePacked(void* buf, void* stream) {
   return kernels::Unflatten(slot, t, &zero, {&acc, 1}, 1.0f, true, stream);
 }
 
-absl::Status ShardGroup::GatherFull(int root, absl::Span<float* const> out) {
+absl::Status ShardGroup::GatherFull(int root, absl::Span<float* const> out, const float* shard) {
   if (root >= comm_->size()) return InvalidArgument("root = %d is outside [0, %d)", root, comm_->size());
   ASSIGN_OR_RETURN(void* tmp, pool_->Get(layout_.unsharded_numel() * sizeof(float)));
-  std::memcpy(Slot(tmp, DataType::kFloat32), master_.data(), master_.size() * sizeof(float));
+  const float* src = shard != nullptr ? shard : master_.data();
+  std::memcpy(Slot(tmp, DataType::kFloat32), src, master_.size() * sizeof(float));
   // The collective first, so a receiving rank's bad `out` cannot leave its peers waiting.
   absl::Status s = comm_->AllGather(Slot(tmp, DataType::kFloat32), tmp, layout_.shard_numel, DataType::kFloat32,
                                     nullptr);
@@ -292,7 +293,7 @@ absl::Status ShardGroup::GatherFull(int root, absl::Span<float* const> out) {
   return s;
 }
 
-absl::Status ShardGroup::ScatterFull(int root, absl::Span<const float* const> full) {
+absl::Status ShardGroup::ScatterFull(int root, absl::Span<const float* const> full, float* shard) {
   if (root < 0 || root >= comm_->size()) return InvalidArgument("root = %d is outside [0, %d)", root, comm_->size());
   ASSIGN_OR_RETURN(void* tmp, pool_->Get(layout_.unsharded_numel() * sizeof(float)));
   absl::Status s;
@@ -317,7 +318,10 @@ absl::Status ShardGroup::ScatterFull(int root, absl::Span<const float* const> fu
     c = RemoteError("root %d refused its full state; shards unchanged", root);
   }
   if (s.ok()) s = c;
-  if (s.ok()) std::memcpy(master_.data(), Slot(tmp, DataType::kFloat32), master_.size() * sizeof(float));
+  if (s.ok()) {
+    std::memcpy(shard != nullptr ? shard : master_.data(), Slot(tmp, DataType::kFloat32),
+                master_.size() * sizeof(float));
+  }
   pool_->Put(tmp);
   return s;
 }

@@ -107,10 +107,12 @@ class ShardGroup {
   absl::Status ReduceGradsFlat(void* grads, DataType t, void* stream);
 
   // Every rank: all-gathers the fp32 masters; out[i] (numel floats) is
-  // written on `root`, or on every rank when root < 0. Blocking.
-  absl::Status GatherFull(int root, absl::Span<float* const> out);
-  // Inverse: root's full[i] become everyone's shards. Blocking.
-  absl::Status ScatterFull(int root, absl::Span<const float* const> full);
+  // written on `root`, or on every rank when root < 0. Blocking. `shard`
+  // (shard_numel floats): gather it instead of the master, for optimizer
+  // state shaped like it (Adam's moments).
+  absl::Status GatherFull(int root, absl::Span<float* const> out, const float* shard = nullptr);
+  // Inverse: root's full[i] become everyone's master shards (or `shard`). Blocking.
+  absl::Status ScatterFull(int root, absl::Span<const float* const> full, float* shard = nullptr);
 
   MemoryReport memory() const;
 

@@ -506,6 +506,113 @@ weftResult_t weftShardGroupGatherFull(weftShardGroup_t group, int root, float* c
 weftResult_t weftShardGroupScatterFull(weftShardGroup_t group, int root, const float* const* full, int n);
 weftResult_t weftShardGroupGetMemory(weftShardGroup_t group, weftShardMemory_t* memory);
 
+/* Optimizer state shaped like the master shard (AdamW's exp_avg and
+ * exp_avg_sq: `shard`, count elements as weftShardGroupGetBuffers gives) to
+ * and from full per-parameter tensors, as GatherFull and ScatterFull do for
+ * the master: one group materialised at a time. GatherFullFrom: out[i] written
+ * on root, or on every rank when root < 0; collective, blocking.
+ * ScatterFullInto: root's full[i] become every rank's `shard` (full is only
+ * read on root); collective, blocking; a refusal on root leaves every rank's
+ * shard unchanged. */
+weftResult_t weftShardGroupGatherFullFrom(weftShardGroup_t group, const float* shard, int root, float* const* out,
+                                          int n);
+weftResult_t weftShardGroupScatterFullInto(weftShardGroup_t group, int root, const float* const* full, int n,
+                                           float* shard);
+
+/* ---------------------------------------------------------------- shard schedule (prefetch) */
+
+/* A schedule drives a model's shard groups through training steps: it
+ * gathers each group before its forward and its backward, starts the next
+ * group's all-gather while the caller computes the current one (forward:
+ * the next group in order; backward: the previous one), releases groups
+ * after use (ZeRO-3) and reduces gradients on its stream. At most two groups
+ * are gathered at once (the one in use and the one prefetched), which keeps
+ * peak memory near the shards plus the two largest groups.
+ *
+ * The order is declared with weftShardScheduleDeclareOrder, or recorded from
+ * the PreForward calls of the first step; prefetching starts once it is
+ * known. Backward is the reverse order.
+ *
+ *   weftShardScheduleConfig_t cfg = WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER;
+ *   weftShardSchedule_t s;
+ *   weftShardScheduleCreate(stream, &cfg, &s);
+ *   for (;;) {
+ *     weftShardScheduleBeginStep(s);
+ *     for g in order:    PreForward(s, g); forward of g; PostForward(s, g);
+ *     for g in reverse:  PreBackward(s, g); backward of g; PostBackward(s, g, grads, n);
+ *     weftShardScheduleEndStep(s);   // gradient shards complete
+ *     optimizer step on the master shards
+ *   }
+ *   weftShardScheduleDestroy(s);
+ *
+ * Full parameters are gathered into weft's pool (read them with
+ * weftShardGroupGetFullParam between PreForward/PreBackward and the matching
+ * Post call), or into memory the framework owns: set `acquire` and `release`.
+ * acquire(user, group, bytes) returns `bytes` of memory for the group's full
+ * parameters (the weftShardGroupGetFullLayout layout in param_dtype, as for
+ * weftShardGroupUnshardInto), or NULL to fail the call (weftSystemError);
+ * release(user, group, full) hands it back once the gather into it has run.
+ * Both are called on the thread calling the schedule, inside its calls,
+ * never on the stream's thread.
+ *
+ * Every rank must make the same calls in the same order (the all-gathers
+ * and reductions are collectives). A schedule is used from one thread. While
+ * a step is open the schedule issues collectives on the groups'
+ * communicators from its stream; issue others there only between steps.
+ * Destroy the schedule before its groups. A call refused for a bad argument
+ * or a call out of order changes nothing. */
+typedef struct weftShardSchedule* weftShardSchedule_t;
+
+typedef void* (*weftShardAcquireFn)(void* user, weftShardGroup_t group, size_t bytes);
+typedef void (*weftShardReleaseFn)(void* user, weftShardGroup_t group, void* full);
+
+typedef struct {
+  size_t size;
+  int reshard_after_forward;  /* 1: ZeRO-3 / FSDP, release each group after its forward and backward;
+                                 0: ZeRO-1/2, keep groups gathered until the next BeginStep */
+  int prefetch;               /* 1; 0: gather each group only when it is needed */
+  weftShardAcquireFn acquire; /* NULL: weft's pool; else acquire and release are both set */
+  weftShardReleaseFn release;
+  void* user;                 /* passed to acquire and release */
+} weftShardScheduleConfig_t;
+
+#define WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER \
+  { sizeof(weftShardScheduleConfig_t), 1, 1, NULL, NULL, NULL }
+
+/* `stream` is the weftStream_t the gathers and reductions are enqueued on;
+ * NULL: a stream of the schedule's own. `config` may be NULL. Local. */
+weftResult_t weftShardScheduleCreate(weftStream_t stream, const weftShardScheduleConfig_t* config,
+                                     weftShardSchedule_t* schedule);
+/* Waits for its stream, returns acquired buffers through release. Groups
+ * gathered into the pool stay gathered until weftShardGroupReshard. Local. */
+weftResult_t weftShardScheduleDestroy(weftShardSchedule_t schedule);
+/* The forward order of groups[0..n-1] (distinct, live). Between steps only. Local. */
+weftResult_t weftShardScheduleDeclareOrder(weftShardSchedule_t schedule, const weftShardGroup_t* groups, int n);
+/* Opens a step. ZeRO-1/2: releases the groups kept gathered, whose shards
+ * the optimizer has updated since. Local. */
+weftResult_t weftShardScheduleBeginStep(weftShardSchedule_t schedule);
+/* Returns when the group's parameters are gathered, after starting the
+ * prefetch of the next group (once the order is known). Collective, blocking. */
+weftResult_t weftShardSchedulePreForward(weftShardSchedule_t schedule, weftShardGroup_t group);
+/* ZeRO-3: releases the group. Local. */
+weftResult_t weftShardSchedulePostForward(weftShardSchedule_t schedule, weftShardGroup_t group);
+/* As PreForward, prefetching the group before it in the order. Collective, blocking. */
+weftResult_t weftShardSchedulePreBackward(weftShardSchedule_t schedule, weftShardGroup_t group);
+/* Enqueues the reduction of the group's full gradients (grads[i]: parameter
+ * i's, as for weftShardGroupReduceGrads; they must stay valid and unchanged
+ * until EndStep), then releases the group (ZeRO-3). Collective, non-blocking. */
+weftResult_t weftShardSchedulePostBackward(weftShardSchedule_t schedule, weftShardGroup_t group,
+                                           const weftTensor_t* grads, int n);
+/* Waits for the step's reductions and closes the step; ZeRO-3 releases any
+ * group still gathered. Returns the first error of the step's asynchronous
+ * work. The order is known from now on. Blocking. */
+weftResult_t weftShardScheduleEndStep(weftShardSchedule_t schedule);
+/* *order_length: groups in the known or recorded order; *gathered: groups
+ * gathered now; *max_gathered: the most at once in the current or last step.
+ * Any pointer may be NULL. Local. */
+weftResult_t weftShardScheduleGetState(weftShardSchedule_t schedule, int* order_length, int* gathered,
+                                       int* max_gathered);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

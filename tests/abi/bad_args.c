@@ -38,6 +38,15 @@ typedef char check_op_values[(weftAvg == 4) ? 1 : -1];
 typedef char check_shard_config_size[sizeof(weftShardGroupConfig_t) == 24 ? 1 : -1];
 typedef char check_param_desc_size[sizeof(weftParamDesc_t) == 80 ? 1 : -1];
 typedef char check_tensor_size[sizeof(weftTensor_t) == 24 ? 1 : -1];
+typedef char check_schedule_config_size[sizeof(weftShardScheduleConfig_t) == 40 ? 1 : -1];
+
+/* An acquire callback that has no memory to give. */
+static void* no_memory(void* user, weftShardGroup_t group, size_t bytes) {
+  (void)user;
+  (void)group;
+  (void)bytes;
+  return NULL;
+}
 
 int main(void) {
   weftComm_t comm = NULL, bad = NULL;
@@ -162,6 +171,68 @@ int main(void) {
     }
     FAILS(weftShardGroupGatherFull(group, 3, NULL, 0), weftInvalidArgument, "root = 3");
     FAILS(weftShardGroupScatterFull(group, -1, NULL, 0), weftInvalidArgument, "root = -1");
+    FAILS(weftShardGroupGatherFullFrom(NULL, buf, 0, NULL, 0), weftInvalidArgument, "group is NULL");
+    FAILS(weftShardGroupGatherFullFrom(group, NULL, 0, NULL, 0), weftInvalidArgument, "shard is NULL");
+    FAILS(weftShardGroupScatterFullInto(group, 0, NULL, 0, NULL), weftInvalidArgument, "shard is NULL");
+    FAILS(weftShardGroupScatterFullInto(group, 2, NULL, 0, buf), weftInvalidArgument, "root = 2");
+    {
+      /* The schedule: every argument checked, and a refused call changes nothing. */
+      weftShardSchedule_t sched = NULL;
+      weftShardScheduleConfig_t qcfg = WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER;
+      weftShardGroup_t twice[2];
+      weftTensor_t grad = {buf, 8, weftFloat32};
+      int len = -1, held = -1, most = -1;
+      twice[0] = group;
+      twice[1] = group;
+      FAILS(weftShardScheduleCreate(NULL, NULL, NULL), weftInvalidArgument, "schedule is NULL");
+      FAILS(weftShardScheduleCreate((weftStream_t)(void*)buf, NULL, &sched), weftInvalidArgument,
+            "not a live weft host stream");
+      qcfg.size = 0;
+      FAILS(weftShardScheduleCreate(NULL, &qcfg, &sched), weftInvalidArgument, "config->size = 0");
+      qcfg.size = sizeof(qcfg);
+      qcfg.reshard_after_forward = 2;
+      FAILS(weftShardScheduleCreate(NULL, &qcfg, &sched), weftInvalidArgument, "reshard_after_forward = 2");
+      qcfg.reshard_after_forward = 1;
+      qcfg.prefetch = -1;
+      FAILS(weftShardScheduleCreate(NULL, &qcfg, &sched), weftInvalidArgument, "prefetch = -1");
+      qcfg.prefetch = 1;
+      qcfg.acquire = no_memory;
+      FAILS(weftShardScheduleCreate(NULL, &qcfg, &sched), weftInvalidArgument, "config->release is NULL");
+      qcfg.acquire = NULL;
+      EXPECT(sched == NULL);
+      FAILS(weftShardScheduleDestroy(NULL), weftInvalidArgument, "schedule is NULL");
+      FAILS(weftShardScheduleBeginStep(NULL), weftInvalidArgument, "schedule is NULL");
+      FAILS(weftShardScheduleEndStep((weftShardSchedule_t)(void*)buf), weftInvalidArgument, "not a live handle");
+      FAILS(weftShardSchedulePreForward(NULL, group), weftInvalidArgument, "schedule is NULL");
+      EXPECT(weftShardScheduleCreate(NULL, &qcfg, &sched) == weftSuccess);
+      FAILS(weftShardSchedulePreForward(sched, NULL), weftInvalidArgument, "group is NULL");
+      FAILS(weftShardSchedulePreBackward(sched, (weftShardGroup_t)(void*)buf), weftInvalidArgument,
+            "group = ");
+      FAILS(weftShardSchedulePreForward(sched, group), weftInvalidUsage, "outside a step");
+      FAILS(weftShardScheduleEndStep(sched), weftInvalidUsage, "outside a step");
+      FAILS(weftShardScheduleDeclareOrder(sched, NULL, 1), weftInvalidArgument, "groups is NULL with n = 1");
+      FAILS(weftShardScheduleDeclareOrder(sched, twice, -1), weftInvalidArgument, "n = -1");
+      FAILS(weftShardScheduleDeclareOrder(sched, twice, 2), weftInvalidArgument, "order[1] repeats order[0]");
+      EXPECT(weftShardScheduleGetState(sched, &len, &held, &most) == weftSuccess && len == 0 && held == 0);
+      EXPECT(weftShardScheduleDeclareOrder(sched, twice, 1) == weftSuccess);
+      EXPECT(weftShardScheduleBeginStep(sched) == weftSuccess);
+      FAILS(weftShardScheduleBeginStep(sched), weftInvalidUsage, "not ended");
+      FAILS(weftShardScheduleDeclareOrder(sched, twice, 1), weftInvalidUsage, "between steps");
+      EXPECT(weftShardSchedulePreForward(sched, group) == weftSuccess);
+      EXPECT(weftShardScheduleGetState(sched, &len, &held, &most) == weftSuccess && len == 1 && held == 1);
+      FAILS(weftShardSchedulePostBackward(sched, group, &grad, 2), weftInvalidArgument, "n = 2");
+      FAILS(weftShardSchedulePostBackward(sched, group, NULL, 1), weftInvalidArgument, "grads is NULL");
+      grad.count = 7;
+      FAILS(weftShardSchedulePostBackward(sched, group, &grad, 1), weftInvalidArgument, "grads[0].count = 7");
+      /* Refused: the group is still gathered. */
+      EXPECT(weftShardScheduleGetState(sched, &len, &held, &most) == weftSuccess && held == 1);
+      grad.count = 8;
+      EXPECT(weftShardSchedulePostBackward(sched, group, &grad, 1) == weftSuccess);
+      EXPECT(weftShardScheduleEndStep(sched) == weftSuccess);
+      EXPECT(weftShardScheduleGetState(sched, &len, &held, &most) == weftSuccess && held == 0 && most == 1);
+      EXPECT(weftShardScheduleDestroy(sched) == weftSuccess);
+      FAILS(weftShardScheduleDestroy(sched), weftInvalidArgument, "not a live handle");
+    }
     EXPECT(weftShardGroupDestroy(group) == weftSuccess);
   }
 
