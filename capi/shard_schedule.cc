@@ -13,6 +13,7 @@
 
 struct weftShardSchedule {
   std::unique_ptr<weft::HostStream> own_stream;  // when the caller passed none
+  weftStream_t stream = nullptr;                 // the caller's, else NULL
   weftShardScheduleConfig_t config;
   // The handle of each group the schedule has seen, for the acquire and release callbacks.
   absl::flat_hash_map<weft::shard::ShardGroup*, weftShardGroup_t> handles;
@@ -87,6 +88,7 @@ WEFT_API weftResult_t weftShardScheduleCreate(weftStream_t stream, const weftSha
     ASSIGN_OR_RETURN(const auto cfg, weft::capi::ReadScheduleConfig(config));
     auto s = std::make_unique<weftShardSchedule>();
     s->config = cfg;
+    s->stream = stream;
     if (hs == nullptr) {
       s->own_stream = std::make_unique<weft::HostStream>();
       hs = s->own_stream.get();
@@ -102,6 +104,10 @@ WEFT_API weftResult_t weftShardScheduleDestroy(weftShardSchedule_t schedule) {
   return Guard("weftShardScheduleDestroy", [&]() -> absl::Status {
     RETURN_IF_ERROR(weft::capi::Live<weftShardSchedule>::Check("schedule", schedule));
     weft::capi::Live<weftShardSchedule>::Remove(schedule);
+    // Garbage-collected bindings cannot always destroy the schedule before its stream.
+    if (schedule->stream != nullptr && weft::HostStream::Find(schedule->stream) == nullptr) {
+      schedule->impl->StreamDestroyed();
+    }
     delete schedule;
     return absl::OkStatus();
   });

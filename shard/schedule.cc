@@ -12,7 +12,7 @@ ShardSchedule::ShardSchedule(HostStream* stream, ScheduleOptions options)
     : stream_(stream), options_(std::move(options)) {}
 
 ShardSchedule::~ShardSchedule() {
-  stream_->Synchronize().IgnoreError();
+  if (stream_ != nullptr) stream_->Synchronize().IgnoreError();
   // Pool-held groups keep their buffers until their own Reshard or
   // destruction (they may be gone already); acquired ones go back.
   if (!options_.buffers.release) return;

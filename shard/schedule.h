@@ -61,6 +61,10 @@ class ShardSchedule {
       : ShardSchedule(stream, ScheduleOptions{reshard_after_forward, true, {}}) {}
   ~ShardSchedule();  // waits for the stream, releases what is still gathered
 
+  // The stream was destroyed before the schedule (its destruction waited for
+  // its work): the destructor must not touch it. Only destruction may follow.
+  void StreamDestroyed() { stream_ = nullptr; }
+
   // The forward order; backward is its reverse. Optional; not during a step.
   absl::Status SetOrder(std::vector<ShardGroup*> order);
   const std::vector<ShardGroup*>& order() const { return order_; }
@@ -103,7 +107,7 @@ class ShardSchedule {
   absl::Status Drop(ShardGroup* g);     // reshard, after any gather in flight
   void Prefetch(ShardGroup* g, int direction);
 
-  HostStream* const stream_;
+  HostStream* stream_;
   const ScheduleOptions options_;
   std::vector<ShardGroup*> order_;
   bool order_known_ = false;

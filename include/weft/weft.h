@@ -583,8 +583,9 @@ typedef struct {
  * NULL: a stream of the schedule's own. `config` may be NULL. Local. */
 weftResult_t weftShardScheduleCreate(weftStream_t stream, const weftShardScheduleConfig_t* config,
                                      weftShardSchedule_t* schedule);
-/* Waits for its stream, returns acquired buffers through release. Groups
- * gathered into the pool stay gathered until weftShardGroupReshard. Local. */
+/* Waits for its stream (unless that was destroyed already), returns acquired
+ * buffers through release. Groups gathered into the pool stay gathered until
+ * weftShardGroupReshard. Local. */
 weftResult_t weftShardScheduleDestroy(weftShardSchedule_t schedule);
 /* The forward order of groups[0..n-1] (distinct, live). Between steps only. Local. */
 weftResult_t weftShardScheduleDeclareOrder(weftShardSchedule_t schedule, const weftShardGroup_t* groups, int n);

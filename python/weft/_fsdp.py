@@ -17,17 +17,28 @@ frees the buffer's storage (resize to 0) and unshard restores it and has
 weft all-gather into it, so the tensors autograd saved in forward see the
 gathered values again in backward.
 
-Step, for zero_stage=3: before a unit's forward, its all-gather (prefetched on
-weft's stream while the previous unit computed, from the second step on, in
-the order recorded in the first); after its forward, reshard; before its
-backward (a hook on its outputs), gather again and prefetch the unit before
-it; when autograd has produced all of its gradients, reduce-scatter them
-(averaged, cast to reduce_dtype) into the fp32 gradient shard on weft's stream
-and reshard. A callback at the end of backward reduces units whose gradients
-did not all arrive (unused parameters count as zero), waits for the stream
-and hands the gradient shards to the shard parameters' .grad. Stages 1 and 2
-keep the parameters gathered, re-gathering the updated shards at the start of
-each forward; stage 1 all-reduces gradients instead of reduce-scattering.
+Step. A weft shard schedule (weft.shard.ShardSchedule, weftShardSchedule_t)
+drives the units: before a unit's forward it waits for the unit's all-gather
+and starts the next unit's, in the order declared or recorded in the first
+forward, so the next gather overlaps this unit's compute (at most two units
+gathered); zero_stage=3 reshards after the forward; before a unit's backward
+(a hook on its outputs) it gathers it again and prefetches the unit before
+it; when autograd has produced all of the unit's gradients they are
+reduce-scattered (averaged, cast to reduce_dtype) into the fp32 gradient
+shard on weft's stream and the unit resharded. The schedule gathers into
+this adapter's full buffers through its acquire/release callbacks. A callback
+at the end of backward reduces units whose gradients did not all arrive
+(unused parameters count as zero), ends the schedule's step (waits for the
+stream) and hands the gradient shards to the shard parameters' .grad. Stages
+1 and 2 keep the parameters gathered through the step, re-gathering the
+updated shards at the next; stage 1 all-reduces gradients instead of
+reduce-scattering. The root unit is gathered for the whole step outside the
+schedule.
+
+Checkpoints. full_state_dict / load_full_state_dict move full fp32
+parameters; full_optim_state_dict / load_full_optim_state_dict move an
+optimizer's state (AdamW's exp_avg and exp_avg_sq are shaped like the shards)
+keyed by the module's parameter names; one unit is materialised at a time.
 
 Every rank must run the same units in the same order (static graph), as in
 torch's FSDP. Host (CPU) tensors.
@@ -36,9 +47,9 @@ torch's FSDP. Host (CPU) tensors.
 import torch
 
 from .comm import init
-from .shard import ShardGroup
+from .shard import ShardGroup, ShardSchedule
 from .stream import Stream
-from .torch import _tensor_at
+from . import _optim_state
 
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
@@ -77,8 +88,7 @@ class _Unit:
             self.views.append(v)
             del owner._parameters[attr]
             setattr(owner, attr, v)
-        self.gathered = True  # the buffer holds data (just allocated)...
-        self.valid = False    # ...but not the gathered parameters yet
+        self.gathered = True  # the buffer holds memory (freed by the adapter's __init__)
         self.pending = {}     # param index -> gradient, this backward
         self.reduced = False
         self.hooked_backward = False
@@ -93,7 +103,7 @@ class _Unit:
         """Releases the full buffer's memory; the views (and autograd's saved tensors) keep the storage object."""
         storage, _ = self._storage()
         storage.resize_(0)
-        self.gathered = self.valid = False
+        self.gathered = False
 
     def alloc(self):
         if not self.gathered:
@@ -144,11 +154,13 @@ class FullyShardedDataParallel(torch.nn.Module):
             for i, v in enumerate(u.views):
                 if v.requires_grad:
                     v.register_hook(self._make_grad_hook(u, i))
-        self._order, self._recorded = [], False
+        self._by_group = {u.group: u for u in self._units}
+        self._schedule = ShardSchedule(self._stream, reshard_after_forward=zero_stage == 3, prefetch=prefetch,
+                                       acquire=self._acquire, release=self._release)
+        self._in_step = False
         self._in_backward = False
-        if self.zero_stage == 3:
-            for u in self._units:
-                u.free()
+        for u in self._units:
+            u.free()
 
     @staticmethod
     def _choose_units(module, wrap_classes):
@@ -161,46 +173,40 @@ class FullyShardedDataParallel(torch.nn.Module):
                 units.append(m)
         return units
 
-    # ---------------------------------------------------------------- gathering
+    # ---------------------------------------------------------------- the schedule's memory
 
-    def _gather(self, unit, stream=None):
-        """Starts (stream) or does (no stream) unit's all-gather into its full buffer."""
-        if unit.valid:
-            return
+    def _acquire(self, group, nbytes):
+        """The schedule gathers a unit into its own full buffer (autograd's saved views see it)."""
+        unit = self._by_group[group]
         unit.alloc()
-        unit.group.unshard_into(unit.full.data_ptr(), stream=self._stream if stream else None)
-        unit.valid = stream is None
-        unit.in_flight = stream is not None
+        if nbytes != unit.full.numel() * unit.full.element_size():
+            raise RuntimeError("weft FSDP: unit %d: the schedule asks %d bytes, the buffer has %d" %
+                               (unit.index, nbytes, unit.full.numel() * unit.full.element_size()))
+        return unit.full.data_ptr()
 
-    def _ready(self, unit):
-        if getattr(unit, "in_flight", False):
-            self._stream.synchronize()
-            for u in self._units:
-                if getattr(u, "in_flight", False):
-                    u.in_flight, u.valid = False, True
-        self._gather(unit)
+    def _release(self, group, address):
+        self._by_group[group].free()
 
-    def _prefetch_after(self, unit, direction):
-        if not (self.prefetch and self._recorded and self.zero_stage == 3):
-            return
-        k = self._order.index(unit) + direction if unit in self._order else -1
-        if 0 <= k < len(self._order) and not self._order[k].valid:
-            self._gather(self._order[k], stream=True)  # at most this one and the current: two in flight
+    def _begin_step(self):
+        if self._in_step:  # a forward without backward (evaluation) left its step open
+            self._end_step()
+        self._schedule.begin_step()
+        self._in_step = True
+
+    def _end_step(self):
+        self._in_step = False
+        self._schedule.end_step()
 
     # ---------------------------------------------------------------- hooks
 
     def _make_pre_forward(self, unit):
         def hook(module, inputs):
-            if not self._recorded and unit not in self._order:
-                self._order.append(unit)
-            self._ready(unit)
-            self._prefetch_after(unit, +1)
+            self._schedule.pre_forward(unit.group)
         return hook
 
     def _make_post_forward(self, unit):
         def hook(module, inputs, output):
-            if self.zero_stage == 3:
-                unit.free()  # backward gathers it again (a hook on the outputs)
+            self._schedule.post_forward(unit.group)  # stage 3: reshard; backward gathers again
             if torch.is_grad_enabled():
                 unit.hooked_backward = False
                 for t in _tensors_in(output):
@@ -214,8 +220,7 @@ class FullyShardedDataParallel(torch.nn.Module):
             self._start_backward()
             if not unit.hooked_backward:
                 unit.hooked_backward = True
-                self._ready(unit)
-                self._prefetch_after(unit, -1)
+                self._schedule.pre_backward(unit.group)
             return grad
         return hook
 
@@ -240,30 +245,29 @@ class FullyShardedDataParallel(torch.nn.Module):
         for i, v in enumerate(unit.views):
             g = unit.pending.get(i)
             grads.append(g if g is not None else torch.zeros(v.shape, dtype=v.dtype))
-        unit.keep = grads  # alive until the stream has run
-        unit.group.reduce_grads(grads, stream=self._stream)
         unit.reduced = True
         unit.pending = {}
-        if self.zero_stage == 3 and unit is not self._root:
-            unit.free()  # its backward is done: every parameter's gradient is in
+        if unit is self._root:
+            unit.keep = grads  # alive until the stream has run
+            unit.group.reduce_grads(grads, stream=self._stream)
+        else:
+            self._schedule.post_backward(unit.group, grads)  # keeps grads; stage 3: reshards
 
     def _end_backward(self):
         for unit in reversed(self._units):  # reverse registration order: the order ranks agree on
             if not unit.reduced:
                 self._reduce(unit)
-        self._stream.synchronize()
+        self._end_step()  # waits for the stream, root's reduction included
         for unit in self._units:
             unit.keep = None
             unit.reduced = False
             for v in unit.views:
                 v.grad = None
-            if self.zero_stage == 3:
-                unit.free()
             if unit.shard_param.grad is None or unit.shard_param.grad.data_ptr() != unit.grad.data_ptr():
                 unit.shard_param.grad = unit.grad
+        if self.zero_stage == 3 and self._root is not None:
+            self._root.free()
         self._in_backward = False
-        if self._order:
-            self._recorded = True
 
     # ---------------------------------------------------------------- forward and state
 
@@ -272,23 +276,25 @@ class FullyShardedDataParallel(torch.nn.Module):
             # A gradient shard the optimizer set to None restarts from zero.
             if unit.shard_param.grad is None:
                 unit.group.zero_grads()
-            if self.zero_stage != 3 or unit is self._root:
-                unit.valid = False  # the shards may have been updated since the last gather
-        if self.zero_stage != 3:
-            for unit in self._units:
-                self._gather(unit, stream=True)
-            for unit in self._units:
-                self._ready(unit)
-        elif self._root is not None:
-            self._ready(self._root)
+        self._begin_step()
+        if self._root is not None:
+            # The shards may have been updated since the last gather.
+            self._root.alloc()
+            self._root.group.unshard_into(self._root.full.data_ptr())
         if self.mp.param_dtype != torch.float32:
             args = tuple(_cast(a, self.mp.param_dtype) for a in args)
             kwargs = {k: _cast(v, self.mp.param_dtype) for k, v in kwargs.items()}
         return self.module(*args, **kwargs)
 
+    def _close_step(self):
+        """Checkpoint calls run between steps: close one a forward left open."""
+        if self._in_step and not self._in_backward:
+            self._end_step()
+
     def full_state_dict(self, rank0_only=True):
         """The wrapped module's state dict with full fp32 parameters: on rank 0 (every rank with
         rank0_only=False); other ranks get {}. Collective; one unit is gathered at a time."""
+        self._close_step()
         root = 0 if rank0_only else -1
         mine = not rank0_only or self.comm.rank == 0
         params = {}
@@ -303,15 +309,26 @@ class FullyShardedDataParallel(torch.nn.Module):
         return {key: params[key] if key in params else rest[key].detach().clone() for key in self._state_keys}
 
     def load_full_state_dict(self, state, root=0):
-        """Inverse of full_state_dict: root's full fp32 parameters become every rank's shards."""
+        """Inverse of full_state_dict: root's full fp32 parameters become every rank's shards (state is
+        only read on root). Collective; one unit at a time. The next forward gathers the new values."""
+        self._close_step()
         for unit in self._units:
             fulls = [state[q].detach().to(torch.float32).contiguous().view(-1) for _, _, q, _ in unit.entries] \
                 if self.comm.rank == root else []
             unit.group.scatter_full(fulls, root=root)
-            unit.valid = False
-        if self.zero_stage != 3:
-            for unit in self._units:
-                self._gather(unit)
+
+    def full_optim_state_dict(self, optimizer, rank0_only=True):
+        """The optimizer's state for this module's parameters, full and keyed by parameter name:
+        {"state": {name: {key: value}}, "param_groups": [{..., "params": [names]}]}, on rank 0 (every rank
+        with rank0_only=False); other ranks get {}. `optimizer` was built on .parameters(). State tensors
+        shaped like a shard (AdamW's exp_avg, exp_avg_sq) are gathered to full parameter shapes, one unit
+        at a time; other entries (step) are the same on every rank and copied. Collective."""
+        return _optim_state.gather(self, optimizer, rank0_only)
+
+    def load_full_optim_state_dict(self, optimizer, state, root=0):
+        """Inverse of full_optim_state_dict: root's full optimizer state becomes every rank's shard state in
+        `optimizer` (built on .parameters()); `state` is only read on root. Collective; one unit at a time."""
+        _optim_state.scatter(self, optimizer, state, root)
 
     def memory(self):
         """Bytes this rank holds: shards, gradient shards, gathered full buffers."""

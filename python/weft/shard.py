@@ -62,7 +62,20 @@ for _name, _args in {
         "weftShardGroupZeroGrads": [_H],
         "weftShardGroupGatherFull": [_H, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int],
         "weftShardGroupScatterFull": [_H, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int],
-        "weftShardGroupGetMemory": [_H, ctypes.POINTER(ShardMemory)]}.items():
+        "weftShardGroupGetMemory": [_H, ctypes.POINTER(ShardMemory)],
+        "weftShardGroupGatherFullFrom": [_H, _P, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int],
+        "weftShardGroupScatterFullInto": [_H, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int, _P],
+        "weftShardScheduleCreate": [_H, ctypes.c_void_p, _lib.c_void_pp],
+        "weftShardScheduleDestroy": [_H],
+        "weftShardScheduleDeclareOrder": [_H, ctypes.POINTER(_H), ctypes.c_int],
+        "weftShardScheduleBeginStep": [_H],
+        "weftShardSchedulePreForward": [_H, _H],
+        "weftShardSchedulePostForward": [_H, _H],
+        "weftShardSchedulePreBackward": [_H, _H],
+        "weftShardSchedulePostBackward": [_H, _H, ctypes.POINTER(_lib.Tensor), ctypes.c_int],
+        "weftShardScheduleEndStep": [_H],
+        "weftShardScheduleGetState": [_H, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+                                      ctypes.POINTER(ctypes.c_int)]}.items():
     getattr(_lib.lib, _name).argtypes = _args
     getattr(_lib.lib, _name).restype = ctypes.c_int
 
@@ -149,15 +162,28 @@ class ShardGroup:
     def zero_grads(self):
         _lib.call("weftShardGroupZeroGrads", self.handle)
 
-    def gather_full(self, outs, root=0):
-        """outs[i] (float32, numel) receive the full parameters on root (every rank when root < 0)."""
-        ptrs = (_P * max(self.nparams, 1))(*[describe(o, "out[%d]" % i)[0] for i, o in enumerate(outs)]) if outs else None
-        _lib.call("weftShardGroupGatherFull", self.handle, root, ptrs, len(outs) if outs else 0)
+    def _ptrs(self, tensors, what):
+        if not tensors:
+            return None, 0
+        return (_P * max(self.nparams, 1))(*[describe(t, "%s[%d]" % (what, i))[0] for i, t in enumerate(tensors)]), \
+            len(tensors)
 
-    def scatter_full(self, fulls, root=0):
-        """Root's fulls[i] become every rank's shards (fulls is only read on root)."""
-        ptrs = (_P * max(self.nparams, 1))(*[describe(t, "full[%d]" % i)[0] for i, t in enumerate(fulls)]) if fulls else None
-        _lib.call("weftShardGroupScatterFull", self.handle, root, ptrs, len(fulls) if fulls else 0)
+    def gather_full(self, outs, root=0, shard=None):
+        """outs[i] (float32, numel) receive the full parameters on root (every rank when root < 0).
+        shard: a float32 tensor shaped like the master shard (optimizer state) to gather instead."""
+        ptrs, n = self._ptrs(outs, "out")
+        if shard is None:
+            _lib.call("weftShardGroupGatherFull", self.handle, root, ptrs, n)
+        else:
+            _lib.call("weftShardGroupGatherFullFrom", self.handle, describe(shard, "shard")[0], root, ptrs, n)
+
+    def scatter_full(self, fulls, root=0, shard=None):
+        """Root's fulls[i] become every rank's master shard, or `shard` (fulls is only read on root)."""
+        ptrs, n = self._ptrs(fulls, "full")
+        if shard is None:
+            _lib.call("weftShardGroupScatterFull", self.handle, root, ptrs, n)
+        else:
+            _lib.call("weftShardGroupScatterFullInto", self.handle, root, ptrs, n, describe(shard, "shard")[0])
 
     def memory(self):
         m = ShardMemory()
@@ -168,6 +194,100 @@ class ShardGroup:
         if self._h is not None:
             h, self._h = self._h, None
             _lib.call("weftShardGroupDestroy", h)
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+_ACQUIRE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+_RELEASE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class ScheduleConfig(ctypes.Structure):
+    """weftShardScheduleConfig_t."""
+    _fields_ = [("size", ctypes.c_size_t), ("reshard_after_forward", ctypes.c_int), ("prefetch", ctypes.c_int),
+                ("acquire", _ACQUIRE), ("release", _RELEASE), ("user", ctypes.c_void_p)]
+
+
+class ShardSchedule:
+    """weftShardSchedule_t: gathers each group before its forward and backward, prefetching the next one
+    (at most two gathered), releases after use (ZeRO-3) and reduces gradients on its stream.
+
+        s = ShardSchedule(stream, acquire=lambda group, nbytes: address, release=lambda group, address: None)
+        s.begin_step(); s.pre_forward(g); ...; s.post_backward(g, grads); s.end_step()
+
+    acquire(group, nbytes) returns the address of nbytes for group's full parameters (a ShardGroup);
+    release(group, address) takes it back. Without them full parameters live in weft's pool."""
+
+    def __init__(self, stream=None, reshard_after_forward=True, prefetch=True, acquire=None, release=None):
+        if (acquire is None) != (release is None):
+            raise ValueError("weft: ShardSchedule needs both acquire and release, or neither")
+        self._groups = {}  # handle value -> ShardGroup, for the callbacks
+        self._keep = []    # gradients, alive until end_step
+        cfg = ScheduleConfig(ctypes.sizeof(ScheduleConfig), int(reshard_after_forward), int(prefetch))
+        if acquire is not None:
+            # Kept on self: ctypes frees a callback's trampoline with its Python object.
+            self._acquire = _ACQUIRE(lambda _u, h, nbytes: acquire(self._groups[h], nbytes) or 0)
+            self._release = _RELEASE(lambda _u, h, addr: release(self._groups[h], addr))
+            cfg.acquire, cfg.release = self._acquire, self._release
+        h = ctypes.c_void_p()
+        _lib.call("weftShardScheduleCreate", _stream(stream), ctypes.byref(cfg), ctypes.byref(h))
+        self._h, self.stream = h, stream
+
+    @property
+    def handle(self):
+        if self._h is None:
+            raise ValueError("weft: the shard schedule was destroyed")
+        return self._h
+
+    def _enter(self, group):
+        self._groups[group.handle.value] = group
+        return group.handle
+
+    def declare_order(self, groups):
+        """The forward order (backward is its reverse); between steps."""
+        arr = (_H * max(len(groups), 1))(*[self._enter(g) for g in groups])
+        _lib.call("weftShardScheduleDeclareOrder", self.handle, arr, len(groups))
+
+    def begin_step(self):
+        _lib.call("weftShardScheduleBeginStep", self.handle)
+
+    def pre_forward(self, group):
+        _lib.call("weftShardSchedulePreForward", self.handle, self._enter(group))
+
+    def post_forward(self, group):
+        _lib.call("weftShardSchedulePostForward", self.handle, self._enter(group))
+
+    def pre_backward(self, group):
+        _lib.call("weftShardSchedulePreBackward", self.handle, self._enter(group))
+
+    def post_backward(self, group, grads):
+        """grads[i]: parameter i's full gradient; kept alive here until end_step."""
+        arr = (_lib.Tensor * max(group.nparams, 1))()
+        for i, g in enumerate(grads):
+            arr[i].data, arr[i].count, arr[i].dtype = describe(g, "grads[%d]" % i)
+        _lib.call("weftShardSchedulePostBackward", self.handle, self._enter(group), arr, len(grads))
+        self._keep.append(grads)
+
+    def end_step(self):
+        try:
+            _lib.call("weftShardScheduleEndStep", self.handle)
+        finally:
+            self._keep = []
+
+    def state(self):
+        """{"order_length", "gathered", "max_gathered"}."""
+        vals = [ctypes.c_int() for _ in range(3)]
+        _lib.call("weftShardScheduleGetState", self.handle, *[ctypes.byref(v) for v in vals])
+        return dict(zip(("order_length", "gathered", "max_gathered"), (v.value for v in vals)))
+
+    def destroy(self):
+        if self._h is not None:
+            h, self._h = self._h, None
+            _lib.call("weftShardScheduleDestroy", h)
 
     def __del__(self):
         try:

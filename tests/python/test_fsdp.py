@@ -156,5 +156,134 @@ class FsdpMatchesOneProcess(unittest.TestCase):
             self.assertEqual(mem["full_bytes"], 0, "stage 3 holds no gathered parameters between steps")
 
 
+def run_steps(model, opt, data, world, rank):
+    for x, y in data:
+        n = x.shape[0] // world
+        opt.zero_grad()
+        out = model(x[rank * n:(rank + 1) * n])
+        torch.nn.functional.mse_loss(out.float(), y[rank * n:(rank + 1) * n]).backward()
+        opt.step()
+
+
+def wrap(comm, zero_stage, layout):
+    model = weft.torch.FullyShardedDataParallel(fresh_net(), comm=comm, zero_stage=zero_stage, layout=layout)
+    return model, make_opt("adamw", model.parameters())
+
+
+class Prefetch(unittest.TestCase):
+    """The adapter drives weft's shard schedule: from the second step (the order recorded in the first)
+    the next unit's all-gather is started while a unit computes, two units gathered at most; with
+    prefetch=False one at a time. Either way nothing stays gathered after a stage-3 step."""
+
+    def test_two_units_gathered_from_the_second_step(self):
+        for prefetch, most in ((True, 2), (False, 1)):
+            def body(rank, comm):
+                model = weft.torch.FullyShardedDataParallel(fresh_net(), comm=comm, zero_stage=3, prefetch=prefetch)
+                opt = make_opt("sgd", model.parameters())
+                states = []
+                for data in batches(3, 2):
+                    run_steps(model, opt, [data], 2, rank)
+                    states.append(model._schedule.state())
+                return states
+            for states in on_ranks(2, body):
+                self.assertEqual([s["order_length"] for s in states], [3, 3, 3], "l1, ln, l2 (the root is apart)")
+                self.assertEqual([s["gathered"] for s in states], [0, 0, 0])
+                self.assertEqual([s["max_gathered"] for s in states], [1, most, most], "prefetch=%s" % prefetch)
+
+
+class FullOptimState(unittest.TestCase):
+    """full_optim_state_dict / load_full_optim_state_dict with load_full_state_dict: the gathered state
+    is the single-process optimizer's, a save-load round trip gives back the same bits, and a run resumed
+    from a checkpoint in a fresh wrapper ends exactly where the uninterrupted run does."""
+
+    CASES = ((2, 3, "flat"), (3, 3, "flat"), (3, 2, "flat"), (3, 3, "per_param"))
+
+    def test_gathered_state_is_the_single_process_state(self):
+        steps, world = 4, 3
+        net = fresh_net()
+        ref_opt = make_opt("adamw", net.parameters())
+        for x, y in batches(steps, world):
+            ref_opt.zero_grad()
+            torch.nn.functional.mse_loss(net(x), y).backward()
+            ref_opt.step()
+        names = {id(p): k for k, p in net.named_parameters()}
+        want = {names[id(p)]: st for p, st in ref_opt.state.items()}
+
+        def body(rank, comm):
+            model, opt = wrap(comm, 3, "flat")
+            run_steps(model, opt, batches(steps, world), world, rank)
+            return model.full_optim_state_dict(opt)
+        results = on_ranks(world, body)
+        got = results[0]
+        self.assertEqual(sorted(got["state"]), sorted(want))
+        for name, st in want.items():
+            for key in ("exp_avg", "exp_avg_sq"):
+                self.assertEqual(got["state"][name][key].shape, st[key].shape, name)
+                diff = (got["state"][name][key] - st[key]).abs().max().item()
+                scale = st[key].abs().max().item()
+                self.assertLessEqual(diff, 1e-4 * max(scale, 1e-3), "%s %s" % (name, key))
+            self.assertEqual(float(got["state"][name]["step"]), float(st["step"]))
+        self.assertEqual(got["param_groups"][0]["lr"], 0.01)
+        self.assertEqual(sorted(got["param_groups"][0]["params"]), sorted(want))
+        for r in range(1, world):
+            self.assertEqual(results[r], {})
+
+    def test_round_trip_and_resume(self):
+        for world, zero_stage, layout in self.CASES:
+            data = batches(6, world)
+
+            def uninterrupted(rank, comm):
+                model, opt = wrap(comm, zero_stage, layout)
+                run_steps(model, opt, data, world, rank)
+                return model.full_state_dict()
+
+            def resumed(rank, comm):
+                model, opt = wrap(comm, zero_stage, layout)
+                run_steps(model, opt, data[:3], world, rank)
+                sd, osd = model.full_state_dict(), model.full_optim_state_dict(opt)
+                # A fresh wrapper from other values; only rank 0 holds the checkpoint.
+                torch.manual_seed(100 + rank)
+                model2, opt2 = wrap(comm, zero_stage, layout)
+                with torch.no_grad():
+                    for p in model2.parameters():
+                        p.add_(1.0)
+                model2.load_full_state_dict(sd if rank == 0 else None)
+                model2.load_full_optim_state_dict(opt2, osd if rank == 0 else None)
+                again_sd, again_osd = model2.full_state_dict(), model2.full_optim_state_dict(opt2)
+                run_steps(model2, opt2, data[3:], world, rank)
+                return (sd, osd, again_sd, again_osd), model2.full_state_dict()
+
+            want = on_ranks(world, uninterrupted)[0]
+            (sd, osd, again_sd, again_osd), got = on_ranks(world, resumed)[0]
+            what = "%d ranks, stage %d, %s" % (world, zero_stage, layout)
+            for k in sd:
+                self.assertTrue(torch.equal(sd[k], again_sd[k]), "round trip %s: %s" % (what, k))
+            self.assertEqual(sorted(osd["state"]), sorted(again_osd["state"]))
+            for name, st in osd["state"].items():
+                for key, v in st.items():
+                    self.assertTrue(torch.equal(v, again_osd["state"][name][key]),
+                                    "round trip %s: %s %s" % (what, name, key))
+            self.assertEqual(osd["param_groups"], again_osd["param_groups"])
+            for k in want:
+                self.assertTrue(torch.equal(got[k], want[k]),
+                                "resumed %s: %s differs by %g" % (what, k, (got[k] - want[k]).abs().max().item()))
+
+    def test_refused_state_fails_every_rank(self):
+        def body(rank, comm):
+            model, opt = wrap(comm, 3, "flat")
+            run_steps(model, opt, batches(1, 2), 2, rank)
+            osd = model.full_optim_state_dict(opt)
+            if rank == 0:
+                del osd["state"]["l1.bias"]  # l1's unit has l1.weight but not l1.bias
+            try:
+                model.load_full_optim_state_dict(opt, osd if rank == 0 else None)
+            except ValueError as e:
+                return str(e)
+            return None
+        for msg in on_ranks(2, body):
+            self.assertIsNotNone(msg)
+            self.assertIn("l1.bias", msg)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
