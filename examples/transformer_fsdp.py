@@ -12,6 +12,8 @@ of synthetic token sequences (the same on every rank) and each rank trains
 on its slice. With --check, rank 0 also trains a single-process copy on the
 whole batch and asserts that the full state dicts agree within 1e-3 (AdamW
 amplifies the rounding noise of gradients that are mathematically zero).
+--save PATH writes the full model and optimizer state (rank 0, one unit
+gathered at a time) and --resume PATH continues from it on any number of ranks.
 Run from a checkout, it finds the package in python/ and libweft in build/.
 """
 
@@ -78,7 +80,11 @@ def main():
     ap.add_argument("--batch-per-rank", type=int, default=4)
     ap.add_argument("--zero-stage", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="compare with a single-process run on rank 0")
+    ap.add_argument("--save", help="after training, rank 0 writes the full model and AdamW state here")
+    ap.add_argument("--resume", help="before training, load a checkpoint written by --save (read on rank 0)")
     args = ap.parse_args()
+    if args.check and args.resume:
+        ap.error("--check compares with a fresh single-process run: leave out --resume")
     torch.set_num_threads(1)
 
     comm = weft.init()
@@ -96,6 +102,11 @@ def main():
         fsdp.full_state_dict()  # collective: every rank takes part
     opt = torch.optim.AdamW(fsdp.parameters(), lr=1e-3)
     ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3) if reference is not None else None
+    if args.resume:
+        # Full tensors are only read on rank 0; every rank takes part (one unit at a time).
+        ckpt = torch.load(args.resume) if comm.rank == 0 else {"model": None, "optim": None}
+        fsdp.load_full_state_dict(ckpt["model"])
+        fsdp.load_full_optim_state_dict(opt, ckpt["optim"])
     held = sum(p.numel() for p in fsdp.parameters())
     if comm.rank == 0:
         print("transformer: %d parameters, %d ranks, ZeRO-%d; rank 0 holds %d (%.2f of them)" %
@@ -118,6 +129,11 @@ def main():
             print("step %d: loss %.4f (rank 0's slice)" % (step, loss.item()))
 
     state = fsdp.full_state_dict()
+    if args.save:
+        optim_state = fsdp.full_optim_state_dict(opt)  # collective
+        if comm.rank == 0:
+            torch.save({"model": state, "optim": optim_state}, args.save)
+            print("saved %s" % args.save)
     if reference is not None:
         worst = max((state[k] - v).abs().max().item() for k, v in reference.state_dict().items())
         print("check: max |fsdp - single process| over the full state = %.2e" % worst)

@@ -12,13 +12,29 @@ constexpr size_t kAlign = 64;
 size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
-BufferPool::~BufferPool() { Trim(); }
+BufferPool::~BufferPool() {
+  Trim();
+  for (auto& [size, p] : stream_free_) std::free(p);
+}
 
-absl::StatusOr<void*> BufferPool::Get(size_t bytes) {
+absl::StatusOr<void*> BufferPool::Get(size_t bytes, HostStream* stream) {
   const size_t size = RoundUp(std::max<size_t>(bytes, 1));
   std::lock_guard<std::mutex> lock(mu_);
   void* p = nullptr;
-  if (auto it = free_.find(size); it != free_.end()) {
+  if (stream != nullptr) {
+    // A buffer returned on this very stream: its last use runs before ours.
+    auto [lo, hi] = stream_free_.equal_range(size);
+    for (auto it = lo; it != hi; ++it) {
+      if (stream_of_.at(it->second).stream != stream) continue;
+      p = it->second;
+      stream_of_.erase(p);
+      stream_free_.erase(it);
+      stats_.pooled_bytes -= size;
+      break;
+    }
+  }
+  if (p != nullptr) {
+  } else if (auto it = free_.find(size); it != free_.end()) {
     p = it->second;
     free_.erase(it);
     stats_.pooled_bytes -= size;
@@ -42,6 +58,41 @@ void BufferPool::Put(void* p) {
   stats_.live_bytes -= size;
   stats_.pooled_bytes += size;
   free_.emplace(size, p);
+}
+
+void BufferPool::PutOnStream(void* p, HostStream* stream) {
+  if (stream == nullptr) return Put(p);
+  uint64_t token = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return;
+    const size_t size = it->second;
+    live_.erase(it);
+    stats_.live_bytes -= size;
+    stats_.pooled_bytes += size;
+    token = ++next_token_;
+    stream_free_.emplace(size, p);
+    stream_of_[p] = {stream, token, size};
+  }
+  stream->Enqueue([this, p, token] {
+    ReleaseToHost(p, token);
+    return absl::OkStatus();
+  });
+}
+
+void BufferPool::ReleaseToHost(void* p, uint64_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto s = stream_of_.find(p);
+  if (s == stream_of_.end() || s->second.token != token) return;  // reused on the stream meanwhile
+  const size_t size = s->second.size;
+  stream_of_.erase(s);
+  for (auto [it, hi] = stream_free_.equal_range(size); it != hi; ++it) {
+    if (it->second != p) continue;
+    stream_free_.erase(it);
+    free_.emplace(size, p);
+    return;
+  }
 }
 
 void BufferPool::Trim() {

@@ -105,14 +105,7 @@ void* ShardGroup::Slot(void* unsharded, DataType t) const {
 }
 
 void ShardGroup::PutAfter(void* p, void* stream) {
-  if (stream == nullptr) {
-    pool_->Put(p);
-    return;
-  }
-  HostStream::Find(stream)->Enqueue([pool = pool_, p] {
-    pool->Put(p);
-    return absl::OkStatus();
-  });
+  pool_->PutOnStream(p, stream == nullptr ? nullptr : HostStream::Find(stream));
 }
 
 absl::Status ShardGroup::Pack(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, void* stream) {
@@ -176,10 +169,12 @@ absl::Status ShardGroup::Unshard(void* stream) {
   RETURN_IF_ERROR(CheckStream(stream));
   if (unsharded()) return InvalidUsage("Unshard: the group is already unsharded (call Reshard first)");
   const size_t es = ElementSize(options_.param_dtype);
-  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * es));
+  // Stream-ordered: it may reuse gradients whose reduce-scatter is queued ahead of this gather.
+  HostStream* const hs = stream == nullptr ? nullptr : HostStream::Find(stream);
+  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * es, hs));
   void* full = gathered;
   if (layout_.kind == LayoutKind::kPerParam) {
-    absl::StatusOr<void*> f = pool_->Get(layout_.total_numel * es);
+    absl::StatusOr<void*> f = pool_->Get(layout_.total_numel * es, hs);
     if (!f.ok()) {
       pool_->Put(gathered);
       return f.status();
@@ -202,7 +197,8 @@ absl::Status ShardGroup::UnshardInto(void* full, void* stream) {
   RETURN_IF_ERROR(CheckStream(stream));
   if (full == nullptr) return InvalidArgument("full is NULL");
   if (layout_.kind == LayoutKind::kFlat) return GatherInto(full, full, stream);
-  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * ElementSize(options_.param_dtype)));
+  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * ElementSize(options_.param_dtype),
+                                               stream == nullptr ? nullptr : HostStream::Find(stream)));
   const absl::Status s = GatherInto(gathered, full, stream);
   PutAfter(gathered, stream);
   return s;
@@ -238,7 +234,8 @@ absl::Status ShardGroup::ReduceGrads(absl::Span<const TensorRef> grads, void* st
     }
   }
   const DataType t = options_.reduce_dtype;
-  ASSIGN_OR_RETURN(void* buf, pool_->Get(layout_.unsharded_numel() * ElementSize(t)));
+  ASSIGN_OR_RETURN(void* buf, pool_->Get(layout_.unsharded_numel() * ElementSize(t),
+                                          stream == nullptr ? nullptr : HostStream::Find(stream)));
   absl::Status s = Pack(grads, buf, t, stream);
   if (s.ok()) s = ReducePacked(buf, stream);
   PutAfter(buf, stream);  // after whatever part of the work was enqueued

@@ -17,6 +17,8 @@
 //   fsdp-serial the same with no prefetch: every all-gather is exposed
 //   ddp         the DDP reducer (gradient-as-bucket-view) marking each group's
 //               gradients ready after its backward, Finalize at the end
+// --split N|auto cuts groups larger than N elements (auto: the largest
+// block) into row pieces that pipeline like blocks (Group below).
 // compute "auto" sets it to the fsdp step's median without compute (its
 // communication time), the case where perfect overlap halves the step.
 // Reported (medians, rank 0's clock, ranks aligned by a barrier before each
@@ -35,6 +37,7 @@
 
 #include "bench/kernels/tensor_list.h"
 #include "bench/world.h"
+#include "core/status.h"
 #include "core/stream.h"
 #include "shard/reducer.h"
 #include "shard/schedule.h"
@@ -52,6 +55,7 @@ struct Args {
   int iters = 5;
   int warmup = 1;
   std::string compute = "0";  // ms per step, or "auto"
+  std::string split = "0";    // largest group in elements before it is split; "auto": the largest block
 };
 
 template <typename T>
@@ -74,35 +78,96 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// One shard group's parameter: a whole tensor of the list, or a range of
+// its rows when a group too large to pipeline is split (--split).
+struct Piece {
+  TensorSpec spec;     // the piece's name, shape and count
+  int tensor = 0;      // index in the tensor list
+  bool last = true;    // the tensor's gradient is complete after this piece's backward
+};
+
 // Groups of the tensor list: "h.N." blocks, embeddings first, the rest last.
-std::vector<std::vector<TensorSpec>> Group(const std::vector<TensorSpec>& list) {
-  std::map<int, std::vector<TensorSpec>> blocks;
-  std::vector<TensorSpec> embed, rest;
-  for (const auto& t : list) {
+// With `max_group` > 0, a group larger than that is split into pieces of at
+// most about that many elements along its tensors' first dimension (the
+// embedding rows), so the pieces pipeline like blocks: the gather of piece
+// k+1 overlaps the compute of piece k, and the reduce-scatter of piece k the
+// backward of piece k-1.
+std::vector<std::vector<Piece>> Group(const std::vector<TensorSpec>& list, size_t max_group) {
+  std::map<int, std::vector<Piece>> blocks;
+  std::vector<Piece> embed, rest;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto& t = list[i];
+    const Piece p{t, static_cast<int>(i), true};
     if (t.name.rfind("h.", 0) == 0) {
-      blocks[std::atoi(t.name.c_str() + 2)].push_back(t);
+      blocks[std::atoi(t.name.c_str() + 2)].push_back(p);
     } else if (t.name.find("wte") != std::string::npos || t.name.find("wpe") != std::string::npos) {
-      embed.push_back(t);
+      embed.push_back(p);
     } else {
-      rest.push_back(t);
+      rest.push_back(p);
     }
   }
-  std::vector<std::vector<TensorSpec>> groups;
+  std::vector<std::vector<Piece>> groups;
   if (!embed.empty()) groups.push_back(embed);
   for (auto& [i, b] : blocks) groups.push_back(b);
   if (!rest.empty()) groups.push_back(rest);
-  return groups;
+  if (max_group == 0) return groups;
+  std::vector<std::vector<Piece>> out;
+  for (auto& g : groups) {
+    std::vector<Piece> cur;
+    size_t cur_n = 0;
+    auto flush = [&] {
+      if (!cur.empty()) out.push_back(std::move(cur));
+      cur.clear();
+      cur_n = 0;
+    };
+    for (const Piece& p : g) {
+      const size_t rows = p.spec.shape.empty() ? 1 : p.spec.shape[0];
+      const size_t row = rows == 0 ? 0 : p.spec.count / rows;
+      if (p.spec.count <= max_group || row == 0) {
+        if (cur_n + p.spec.count > max_group) flush();
+        cur.push_back(p);
+        cur_n += p.spec.count;
+        continue;
+      }
+      flush();
+      const size_t k = (p.spec.count + max_group - 1) / max_group;
+      const size_t per = (rows + k - 1) / k;
+      // Backward runs the pieces in reverse: the tensor is complete after its first piece.
+      for (size_t r0 = 0; r0 < rows; r0 += per) {
+        Piece q = p;
+        q.spec.shape[0] = std::min(per, rows - r0);
+        q.spec.count = q.spec.shape[0] * row;
+        q.spec.name = p.spec.name + "[" + std::to_string(r0) + ":" + std::to_string(r0 + q.spec.shape[0]) + "]";
+        q.last = r0 == 0;
+        out.push_back({q});
+      }
+    }
+    flush();
+  }
+  return out;
+}
+
+// The largest "h.N." block: the size --split auto cuts larger groups to.
+size_t LargestBlock(const std::vector<TensorSpec>& list) {
+  std::map<int, size_t> blocks;
+  for (const auto& t : list) {
+    if (t.name.rfind("h.", 0) == 0) blocks[std::atoi(t.name.c_str() + 2)] += t.count;
+  }
+  size_t most = 0;
+  for (const auto& [i, n] : blocks) most = std::max(most, n);
+  return most;
 }
 
 class Bench {
  public:
-  Bench(Communicator& comm, const std::vector<TensorSpec>& list) : comm_(comm), groups_(Group(list)) {
+  Bench(Communicator& comm, const std::vector<TensorSpec>& list, size_t max_group)
+      : comm_(comm), groups_(Group(list, max_group)) {
     for (const auto& g : groups_) {
       std::vector<shard::ParamSpec> specs;
       size_t n = 0;
-      for (const auto& t : g) {
-        specs.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end())});
-        n += t.count;
+      for (const auto& p : g) {
+        specs.push_back({p.spec.name, std::vector<int64_t>(p.spec.shape.begin(), p.spec.shape.end())});
+        n += p.spec.count;
       }
       sizes_.push_back(n);
       total_ += n;
@@ -115,9 +180,11 @@ class Bench {
     o.gradient_as_bucket_view = true;
     o.rebuild_buckets = false;
     ddp_ = Check(shard::Reducer::Create(&comm, grads, o));
-    for (size_t g = 0, i = 0; g < groups_.size(); ++g) {
+    for (const auto& g : groups_) {
       std::vector<int> idx;
-      for (size_t k = 0; k < groups_[g].size(); ++k) idx.push_back(static_cast<int>(i++));
+      for (const Piece& p : g) {
+        if (p.last) idx.push_back(p.tensor);
+      }
       ddp_index_.push_back(idx);
     }
   }
@@ -133,32 +200,40 @@ class Bench {
     const auto t0 = Clock::now();
     const int n = static_cast<int>(groups_.size());
     shard::ShardSchedule* s = prefetch ? &schedule_ : nullptr;
+    Waits w;
     if (s != nullptr) Ok(s->BeginStep());
     for (int g = 0; g < n; ++g) {
-      Ok(s != nullptr ? s->PreForward(shards_[g].get()) : shards_[g]->Unshard(nullptr));
+      w.forward += Timed([&] { return s != nullptr ? s->PreForward(shards_[g].get()) : shards_[g]->Unshard(nullptr); });
       Compute(g, 1.0 / 3);
       Ok(s != nullptr ? s->PostForward(shards_[g].get()) : shards_[g]->Reshard());
     }
     for (int g = n - 1; g >= 0; --g) {
-      Ok(s != nullptr ? s->PreBackward(shards_[g].get()) : shards_[g]->Unshard(nullptr));
+      w.backward +=
+          Timed([&] { return s != nullptr ? s->PreBackward(shards_[g].get()) : shards_[g]->Unshard(nullptr); });
       // Autograd's output for the group, written straight into the unsharded
       // layout (gradients as views of it), so the reduce-scatter needs no copy.
       void* grads = Check(pool_.Get(shards_[g]->full_numel() * sizeof(float)));
       Compute(g, 2.0 / 3);
-      if (s != nullptr) {
-        Ok(s->PostBackwardFlat(shards_[g].get(), grads, DataType::kFloat32));
-      } else {
-        Ok(shards_[g]->ReduceGradsFlat(grads, DataType::kFloat32, &stream_));
-        Ok(shards_[g]->Reshard());
-      }
-      stream_.Enqueue([this, grads] {  // after its reduction
-        pool_.Put(grads);
-        return absl::OkStatus();
+      w.backward += Timed([&] {
+        if (s != nullptr) return s->PostBackwardFlat(shards_[g].get(), grads, DataType::kFloat32);
+        RETURN_IF_ERROR(shards_[g]->ReduceGradsFlat(grads, DataType::kFloat32, &stream_));
+        return shards_[g]->Reshard();
       });
+      // Its reduction is queued: a gather queued after it may reuse the memory.
+      pool_.PutOnStream(grads, &stream_);
     }
-    Ok(s != nullptr ? s->EndStep() : stream_.Synchronize());
+    w.end = Timed([&] { return s != nullptr ? s->EndStep() : stream_.Synchronize(); });
+    if (prefetch) waits_.push_back(w);
     return Ms(Clock::now() - t0);
   }
+
+  // Where the fsdp step waited for communication (ms, rank 0's clock):
+  // forward gathers, backward gathers (and enqueueing reductions), the
+  // reductions still running when the backward ended.
+  struct Waits {
+    double forward = 0, backward = 0, end = 0;
+  };
+  std::vector<Waits> waits_;
 
   double Ddp() {
     Align();
@@ -189,6 +264,12 @@ class Bench {
 
  private:
   void Align() { Ok(comm_.Barrier()); }
+  template <typename F>
+  double Timed(F f) {
+    const auto t = Clock::now();
+    Ok(f());
+    return Ms(Clock::now() - t);
+  }
   void Compute(int g, double share) {
     if (compute_ms <= 0) return;
     const double ms = compute_ms * share * static_cast<double>(sizes_[g]) / static_cast<double>(total_);
@@ -197,7 +278,7 @@ class Bench {
   void* Slot(int i) { return Check(ddp_->GradSlot(i)); }
 
   Communicator& comm_;
-  std::vector<std::vector<TensorSpec>> groups_;
+  std::vector<std::vector<Piece>> groups_;
   std::vector<size_t> sizes_;
   size_t total_ = 0;
   shard::BufferPool pool_;
@@ -210,7 +291,8 @@ class Bench {
 };
 
 void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& args) {
-  Bench b(comm, list);
+  const size_t max_group = args.split == "auto" ? LargestBlock(list) : std::strtoull(args.split.c_str(), nullptr, 10);
+  Bench b(comm, list, max_group);
   auto measure = [&](std::vector<double>& fsdp, std::vector<double>& serial, std::vector<double>& ddp) {
     for (int it = 0; it < args.warmup + args.iters; ++it) {
       const double f = b.Fsdp(true), s = b.Fsdp(false), d = b.Ddp();
@@ -227,8 +309,9 @@ void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& ar
     measure(f1, s1, d1);
   }
   if (comm.rank() != 0) return;
-  std::printf("# weft-shard-bench: %s, %zu parameters in %zu groups, %d ranks (%s), %d iterations (medians, ms)\n",
-              args.list.c_str(), b.total(), b.num_groups(), comm.size(), Name(comm.backend()), args.iters);
+  std::printf("# weft-shard-bench: %s, %zu parameters in %zu groups (split above %zu elements), %d ranks (%s), "
+              "%d iterations (medians, ms)\n", args.list.c_str(), b.total(), b.num_groups(), max_group, comm.size(),
+              Name(comm.backend()), args.iters);
   std::printf("%-12s %12s %12s %12s %14s\n", "mode", "comm-only", "compute", "step", "step/max(c,m)");
   const double fm = Median(f0), sm = Median(s0), dm = Median(d0);
   auto row = [&](const char* name, double comm_only, const std::vector<double>& with) {
@@ -241,6 +324,14 @@ void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& ar
     }
   };
   row("fsdp", fm, f1);
+  if (compute > 0) {
+    std::vector<double> wf, wb, we;
+    for (size_t i = b.waits_.size() - f1.size(); i < b.waits_.size(); ++i) {
+      wf.push_back(b.waits_[i].forward), wb.push_back(b.waits_[i].backward), we.push_back(b.waits_[i].end);
+    }
+    std::printf("# fsdp with compute, waiting for communication (medians, ms): forward gathers %.1f, backward "
+                "gathers %.1f, reductions after the backward %.1f\n", Median(wf), Median(wb), Median(we));
+  }
   row("fsdp-serial", sm, s1);
   row("ddp", dm, d1);
   std::printf("# fsdp peak bytes per rank: %zu (shards + grad shards + Adam state + pool peak); theory %zu "
@@ -257,9 +348,11 @@ Args Parse(int argc, char** argv) {
     else if (k == "--iters") a.iters = std::atoi(v.c_str());
     else if (k == "--warmup") a.warmup = std::atoi(v.c_str());
     else if (k == "--compute") a.compute = v;
+    else if (k == "--split") a.split = v;
     else {
-      std::fprintf(stderr, "usage: %s [--list NAME|PATH] [--ranks N] [--iters N] [--warmup N] [--compute MS|auto]\n",
-                   argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--list NAME|PATH] [--ranks N] [--iters N] [--warmup N] [--compute MS|auto] "
+                   "[--split N|auto]\n", argv[0]);
       std::exit(2);
     }
   }
