@@ -22,9 +22,10 @@
 // compute "auto" sets it to the fsdp step's median without compute (its
 // communication time), the case where perfect overlap halves the step.
 // Reported (medians, rank 0's clock, ranks aligned by a barrier before each
-// step): step time, exposed communication (step - compute), and for fsdp the
-// peak bytes per rank against the theory ((params + grads + Adam state) / N
-// + the two largest groups).
+// step): step time, and for fsdp where it waited (the compute as it ran,
+// gathers in forward and backward, reductions left after the backward) and
+// the peak bytes per rank against the theory ((params + grads + Adam state)
+// / N + the two largest groups).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -204,7 +205,7 @@ class Bench {
     if (s != nullptr) Ok(s->BeginStep());
     for (int g = 0; g < n; ++g) {
       w.forward += Timed([&] { return s != nullptr ? s->PreForward(shards_[g].get()) : shards_[g]->Unshard(nullptr); });
-      Compute(g, 1.0 / 3);
+      w.compute += Timed([&] { return Compute(g, 1.0 / 3); });
       Ok(s != nullptr ? s->PostForward(shards_[g].get()) : shards_[g]->Reshard());
     }
     for (int g = n - 1; g >= 0; --g) {
@@ -213,7 +214,7 @@ class Bench {
       // Autograd's output for the group, written straight into the unsharded
       // layout (gradients as views of it), so the reduce-scatter needs no copy.
       void* grads = Check(pool_.Get(shards_[g]->full_numel() * sizeof(float)));
-      Compute(g, 2.0 / 3);
+      w.compute += Timed([&] { return Compute(g, 2.0 / 3); });
       w.backward += Timed([&] {
         if (s != nullptr) return s->PostBackwardFlat(shards_[g].get(), grads, DataType::kFloat32);
         RETURN_IF_ERROR(shards_[g]->ReduceGradsFlat(grads, DataType::kFloat32, &stream_));
@@ -232,6 +233,7 @@ class Bench {
   // reductions still running when the backward ended.
   struct Waits {
     double forward = 0, backward = 0, end = 0;
+    double compute = 0;  // the simulated compute as it ran (sleeps wake late when the cores are busy)
   };
   std::vector<Waits> waits_;
 
@@ -239,9 +241,9 @@ class Bench {
     Align();
     const auto t0 = Clock::now();
     const int n = static_cast<int>(groups_.size());
-    for (int g = 0; g < n; ++g) Compute(g, 1.0 / 3);
+    for (int g = 0; g < n; ++g) Ok(Compute(g, 1.0 / 3));
     for (int g = n - 1; g >= 0; --g) {
-      Compute(g, 2.0 / 3);
+      Ok(Compute(g, 2.0 / 3));
       for (int i : ddp_index_[g]) Ok(ddp_->MarkReady(i, Slot(i), nullptr));
     }
     Ok(ddp_->Finalize(nullptr));
@@ -270,10 +272,11 @@ class Bench {
     Ok(f());
     return Ms(Clock::now() - t);
   }
-  void Compute(int g, double share) {
-    if (compute_ms <= 0) return;
+  absl::Status Compute(int g, double share) {
+    if (compute_ms <= 0) return absl::OkStatus();
     const double ms = compute_ms * share * static_cast<double>(sizes_[g]) / static_cast<double>(total_);
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+    return absl::OkStatus();
   }
   void* Slot(int i) { return Check(ddp_->GradSlot(i)); }
 
@@ -325,12 +328,14 @@ void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& ar
   };
   row("fsdp", fm, f1);
   if (compute > 0) {
-    std::vector<double> wf, wb, we;
+    std::vector<double> wf, wb, we, wc;
     for (size_t i = b.waits_.size() - f1.size(); i < b.waits_.size(); ++i) {
       wf.push_back(b.waits_[i].forward), wb.push_back(b.waits_[i].backward), we.push_back(b.waits_[i].end);
+      wc.push_back(b.waits_[i].compute);
     }
-    std::printf("# fsdp with compute, waiting for communication (medians, ms): forward gathers %.1f, backward "
-                "gathers %.1f, reductions after the backward %.1f\n", Median(wf), Median(wb), Median(we));
+    std::printf("# fsdp with compute (medians, ms): compute as run %.1f (asked %.1f); waiting for communication: "
+                "forward gathers %.1f, backward gathers %.1f, reductions after the backward %.1f\n", Median(wc),
+                compute, Median(wf), Median(wb), Median(we));
   }
   row("fsdp-serial", sm, s1);
   row("ddp", dm, d1);

@@ -15,11 +15,11 @@ import ctypes
 from ._lib import WeftError
 from .comm import Communicator, init, init_in_process
 from .reducer import Reducer
-from .shard import ShardGroup
+from .shard import ShardGroup, ShardSchedule
 from .stream import Stream
 
-__all__ = ["Communicator", "Reducer", "ShardGroup", "Stream", "WeftError", "init", "init_in_process",
-           "library_version"]
+__all__ = ["Communicator", "Reducer", "ShardGroup", "ShardSchedule", "Stream", "WeftError", "init",
+           "init_in_process", "library_version"]
 
 
 def library_version():
