@@ -88,6 +88,18 @@ absl::StatusOr<bool> AllOnOneNode(MPI_Comm comm, int size) {
 
 }  // namespace
 
+template <typename SrcFn>
+void NodeShm::Reduce(DataType t, RedOp op, SrcFn src, size_t n, void* out) {
+  if (!AccumIsSelf(t)) {
+    ReduceInRankOrder(t, op, size_, src, n, Accum(n * AccumSize(t)), out);
+    return;
+  }
+  // float32, float64, int64: `out` is the accumulator, no widening passes.
+  if (out != src(0)) std::memcpy(out, src(0), n * ElementSize(t));
+  for (int q = 1; q < size_; ++q) AccumulateInto(t, op, out, src(q), n);
+  if (op == RedOp::kAvg) FromAccum(t, op, size_, out, out, n);
+}
+
 absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(MPI_Comm comm, int rank, int size, size_t round_bytes,
                                                          const WaitSpec& wait) {
   if (size < 2 || !Env::Get().shm) return std::unique_ptr<NodeShm>();
@@ -182,16 +194,13 @@ absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, Data
     NextRound();
     std::memcpy(Buf(rank_), in + off * es, n * es);
     RETURN_IF_ERROR(Barrier(w));
+    // Chunk c's result goes over rank 0's copy of it, which only rank c
+    // reads in this phase: afterwards the whole round's result lies in
+    // rank 0's buffer, one copy away from every rank's output.
     const size_t b = ChunkBegin(n, rank_, size_), len = ChunkBegin(n, rank_ + 1, size_) - b;
-    if (len > 0) {
-      ReduceInRankOrder(t, op, size_, [&](int q) -> const void* { return Buf(q) + b * es; }, len,
-                        Accum(len * AccumSize(t)), Buf(rank_) + b * es);
-    }
+    if (len > 0) Reduce(t, op, [&](int q) -> const void* { return Buf(q) + b * es; }, len, Buf(0) + b * es);
     RETURN_IF_ERROR(Barrier(w));
-    for (int q = 0; q < size_; ++q) {
-      const size_t qb = ChunkBegin(n, q, size_), qe = ChunkBegin(n, q + 1, size_);
-      if (qe > qb) std::memcpy(out + (off + qb) * es, Buf(q) + qb * es, (qe - qb) * es);
-    }
+    std::memcpy(out + off * es, Buf(0), n * es);
   }
   return absl::OkStatus();
 }
@@ -208,8 +217,7 @@ absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcou
     for (size_t c = 0; c < nr; ++c) std::memcpy(Buf(rank_) + c * n * es, in + (c * recvcount + off) * es, n * es);
     RETURN_IF_ERROR(Barrier(w));
     const size_t mine = static_cast<size_t>(rank_) * n * es;
-    ReduceInRankOrder(t, op, size_, [&](int q) -> const void* { return Buf(q) + mine; }, n,
-                      Accum(n * AccumSize(t)), out + off * es);
+    Reduce(t, op, [&](int q) -> const void* { return Buf(q) + mine; }, n, out + off * es);
   }
   return absl::OkStatus();
 }

@@ -10,8 +10,8 @@
 //   all-reduce, per round of up to `round_bytes` of the message:
 //     every rank copies its part of the round into its buffer; barrier;
 //     rank c reduces chunk c of the round over every rank's buffer in rank
-//     order 0..N-1 and writes the result over its own chunk c; barrier;
-//     every rank copies every chunk's result out.
+//     order 0..N-1 and writes the result over rank 0's chunk c; barrier;
+//     every rank copies the round's result out of rank 0's buffer.
 //   reduce-scatter: copy in (block by block); barrier; reduce own block out.
 //   all-gather:     copy in; barrier; copy every rank's block out.
 //   broadcast:      the root copies in; barrier; the others copy out.
@@ -77,6 +77,10 @@ class NodeShm {
   void NextRound() { ++round_; }
   // The scratch accumulator for `bytes` (private to this rank).
   void* Accum(size_t bytes);
+  // out[0..n) = op over q = 0..size-1 of src(q)[0..n), in rank order;
+  // `out` may be src(0).
+  template <typename SrcFn>
+  void Reduce(DataType t, RedOp op, SrcFn src, size_t n, void* out);
 
   const int rank_, size_;
   const size_t round_bytes_;
