@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <string>
 
 #include "comm/mpi/bootstrap.h"
@@ -43,10 +42,15 @@ std::atomic_ref<uint64_t> Flag(void* region) { return std::atomic_ref<uint64_t>(
 
 // Creates, sizes and maps a fresh segment (rank 0); the name goes in `name`.
 absl::StatusOr<void*> CreateSegment(size_t bytes, char (&name)[kNameBytes]) {
-  std::random_device rd;
   static std::atomic<unsigned> serial{0};
-  std::snprintf(name, kNameBytes, "/weft-%d-%u-%08x", static_cast<int>(getpid()), serial++, rd());
-  const int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  int fd = -1;
+  // The name only has to be new on this node: pid and a serial make it so,
+  // unless a dead process with a recycled pid left one behind (O_EXCL).
+  for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
+    std::snprintf(name, kNameBytes, "/weft-%d-%u", static_cast<int>(getpid()), serial++);
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return SystemError("shm_open(%s) failed: %s", name, std::strerror(errno));
   // Reserve the pages now: a full /dev/shm is then an error here, not a
   // SIGBUS at the first write to an unbacked page.
