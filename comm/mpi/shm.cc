@@ -30,7 +30,11 @@ constexpr size_t kChunkQuantum = 64;
 constexpr size_t kNameBytes = 64;
 
 size_t PageAlign(size_t n) { return (n + kPage - 1) / kPage * kPage; }
-size_t Stride(size_t round_bytes) { return kControl + 2 * PageAlign(round_bytes); }
+// Three staging buffers per rank: a round's buffer is written again three
+// rounds later, after the barriers that order every read of it.
+constexpr size_t kBuffers = 3;
+
+size_t Stride(size_t round_bytes) { return kControl + kBuffers * PageAlign(round_bytes); }
 
 // First element of chunk c of a round of n elements split over `size` ranks.
 size_t ChunkBegin(size_t n, int c, int size) {
@@ -160,9 +164,9 @@ NodeShm::NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapp
 
 NodeShm::~NodeShm() { munmap(base_, mapped_); }
 
-unsigned char* NodeShm::Buf(int q) const {
+unsigned char* NodeShm::Buf(int q, uint64_t round) const {
   auto* region = static_cast<unsigned char*>(base_) + Stride(round_bytes_) * static_cast<size_t>(q);
-  return region + kControl + (round_ % 2) * PageAlign(round_bytes_);
+  return region + kControl + (round % kBuffers) * PageAlign(round_bytes_);
 }
 
 void* NodeShm::Accum(size_t bytes) {
@@ -191,20 +195,28 @@ absl::Status NodeShm::Barrier(const WaitSpec& w) {
 absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
                                 const WaitSpec& w) {
   const size_t es = ElementSize(t), per_round = std::max<size_t>(round_bytes_ / es, 1);
+  const size_t rounds = (count + per_round - 1) / per_round;
+  const uint64_t first = round_;
+  round_ += rounds;
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
-  for (size_t off = 0; off < count; off += per_round) {
-    const size_t n = std::min(per_round, count - off);
-    NextRound();
-    std::memcpy(Buf(rank_), in + off * es, n * es);
-    RETURN_IF_ERROR(Barrier(w));
+  auto len = [&](size_t k) { return std::min(per_round, count - k * per_round); };
+  auto copy_in = [&](size_t k) { std::memcpy(Buf(rank_, first + k), in + k * per_round * es, len(k) * es); };
+  // Pipelined so that one barrier per round suffices: at barrier k, round
+  // k is reduced (everyone may copy it out) and round k+1 is staged
+  // (everyone may reduce it).
+  copy_in(0);
+  RETURN_IF_ERROR(Barrier(w));
+  for (size_t k = 0; k < rounds; ++k) {
     // Chunk c's result goes over rank 0's copy of it, which only rank c
     // reads in this phase: afterwards the whole round's result lies in
     // rank 0's buffer, one copy away from every rank's output.
-    const size_t b = ChunkBegin(n, rank_, size_), len = ChunkBegin(n, rank_ + 1, size_) - b;
-    if (len > 0) Reduce(t, op, [&](int q) -> const void* { return Buf(q) + b * es; }, len, Buf(0) + b * es);
+    const size_t n = len(k), b = ChunkBegin(n, rank_, size_), e = ChunkBegin(n, rank_ + 1, size_);
+    const uint64_t g = first + k;
+    if (e > b) Reduce(t, op, [&](int q) -> const void* { return Buf(q, g) + b * es; }, e - b, Buf(0, g) + b * es);
+    if (k + 1 < rounds) copy_in(k + 1);
     RETURN_IF_ERROR(Barrier(w));
-    std::memcpy(out + off * es, Buf(0), n * es);
+    std::memcpy(out + k * per_round * es, Buf(0, g), n * es);
   }
   return absl::OkStatus();
 }
@@ -217,11 +229,11 @@ absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcou
   auto* out = static_cast<unsigned char*>(recv);
   for (size_t off = 0; off < recvcount; off += per_round) {
     const size_t n = std::min(per_round, recvcount - off);
-    NextRound();
-    for (size_t c = 0; c < nr; ++c) std::memcpy(Buf(rank_) + c * n * es, in + (c * recvcount + off) * es, n * es);
+    const uint64_t g = round_++;
+    for (size_t c = 0; c < nr; ++c) std::memcpy(Buf(rank_, g) + c * n * es, in + (c * recvcount + off) * es, n * es);
     RETURN_IF_ERROR(Barrier(w));
     const size_t mine = static_cast<size_t>(rank_) * n * es;
-    Reduce(t, op, [&](int q) -> const void* { return Buf(q) + mine; }, n, out + off * es);
+    Reduce(t, op, [&](int q) -> const void* { return Buf(q, g) + mine; }, n, out + off * es);
   }
   return absl::OkStatus();
 }
@@ -232,12 +244,12 @@ absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, 
   auto* out = static_cast<unsigned char*>(recv);
   for (size_t off = 0; off < sendcount; off += per_round) {
     const size_t n = std::min(per_round, sendcount - off);
-    NextRound();
-    std::memcpy(Buf(rank_), in + off * es, n * es);
+    const uint64_t g = round_++;
+    std::memcpy(Buf(rank_, g), in + off * es, n * es);
     RETURN_IF_ERROR(Barrier(w));
     for (int q = 0; q < size_; ++q) {
       // This rank's own block comes from `send` (the caller already placed it).
-      if (q != rank_) std::memcpy(out + (static_cast<size_t>(q) * sendcount + off) * es, Buf(q), n * es);
+      if (q != rank_) std::memcpy(out + (static_cast<size_t>(q) * sendcount + off) * es, Buf(q, g), n * es);
     }
   }
   return absl::OkStatus();
@@ -248,10 +260,10 @@ absl::Status NodeShm::Broadcast(const void* send, void* recv, size_t bytes, int 
   auto* out = static_cast<unsigned char*>(recv);
   for (size_t off = 0; off < bytes; off += round_bytes_) {
     const size_t n = std::min(round_bytes_, bytes - off);
-    NextRound();
-    if (rank_ == root) std::memcpy(Buf(root), in + off, n);
+    const uint64_t g = round_++;
+    if (rank_ == root) std::memcpy(Buf(root, g), in + off, n);
     RETURN_IF_ERROR(Barrier(w));
-    if (rank_ != root) std::memcpy(out + off, Buf(root), n);
+    if (rank_ != root) std::memcpy(out + off, Buf(root, g), n);
   }
   return absl::OkStatus();
 }

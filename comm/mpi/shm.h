@@ -4,21 +4,23 @@
 // Point-to-point between processes on one node costs a rendezvous and a
 // system call per message (Open MPI's vader moves anything above 4 KiB with
 // process_vm_readv), which dominates small and mid-sized collectives. Here
-// each rank owns two staging buffers in one shared segment, and ranks only
-// meet at flag barriers in user space:
+// each rank owns three staging buffers in one shared segment, and ranks only
+// meet at flag barriers in user space. A message runs in rounds of up to
+// `round_bytes`:
 //
-//   all-reduce, per round of up to `round_bytes` of the message:
-//     every rank copies its part of the round into its buffer; barrier;
-//     rank c reduces chunk c of the round over every rank's buffer in rank
-//     order 0..N-1 and writes the result over rank 0's chunk c; barrier;
-//     every rank copies the round's result out of rank 0's buffer.
+//   all-reduce: every rank copies round k into its buffer; barrier; rank c
+//     reduces chunk c of round k over every rank's buffer in rank order
+//     0..N-1, writes the result over rank 0's chunk c, and copies in round
+//     k+1; barrier; every rank copies round k's result out of rank 0's
+//     buffer, then reduces round k+1, ... (R rounds, R+1 barriers).
 //   reduce-scatter: copy in (block by block); barrier; reduce own block out.
 //   all-gather:     copy in; barrier; copy every rank's block out.
 //   broadcast:      the root copies in; barrier; the others copy out.
 //
-// Rounds alternate between the two buffers, across calls too, and a rank
-// writes a buffer only after the barrier that follows everyone's reads of
-// it, so one or two barriers per round suffice. Each chunk is reduced on
+// Rounds take the three buffers in turn, across calls too. A round's
+// buffer is written again three rounds later, and every read of it comes
+// before a barrier that the writer has passed, so one barrier per round
+// suffices. Each chunk is reduced on
 // one rank in one order and copied by all: results are bit-identical across
 // ranks. Barriers wait with the MPI backend's backoff (spin, yield, sleep),
 // time out after the communicator's timeout and end at once on abort.
@@ -71,10 +73,8 @@ class NodeShm {
 
  private:
   NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped);
-  // Rank q's staging buffer for the current round.
-  unsigned char* Buf(int q) const;
-  // Starts the next round: its buffers are the other pair.
-  void NextRound() { ++round_; }
+  // Rank q's staging buffer for round `round` (counted across calls).
+  unsigned char* Buf(int q, uint64_t round) const;
   // The scratch accumulator for `bytes` (private to this rank).
   void* Accum(size_t bytes);
   // out[0..n) = op over q = 0..size-1 of src(q)[0..n), in rank order;

@@ -3,7 +3,9 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,6 +109,32 @@ TEST(Mpi, PipelinedPathsWithSmallSegments) {
   auto comm = World(options);
   ASSERT_NE(comm, nullptr);
   RunCases(*comm, CasesAtCounts(comm->size(), {7, 1000}));
+}
+
+// Collectives of every kind back to back at random sizes, each spanning a
+// few small rounds or segments, so that consecutive calls reuse the
+// shared-memory staging buffers at every phase of their rotation. Every rank
+// draws the same sequence from the same seed.
+TEST(Mpi, RandomSequenceThroughSmallRounds) {
+  CommOptions options;
+  options.segment_bytes = 512;
+  auto comm = World(options);
+  ASSERT_NE(comm, nullptr);
+  std::mt19937_64 rng(kSeed);
+  const DataType types[] = {DataType::kFloat32, DataType::kBfloat16, DataType::kFloat64, DataType::kInt8,
+                            DataType::kInt64};
+  std::vector<Case> cases;
+  for (int i = 0; i < 80; ++i) {
+    Case c;
+    c.coll = static_cast<Coll>(rng() % 4);
+    c.t = types[rng() % std::size(types)];
+    c.op = static_cast<RedOp>(rng() % kNumRedOps);
+    c.count = 1 + rng() % 600;
+    c.in_place = rng() % 2 == 0;
+    c.root = static_cast<int>(rng() % static_cast<uint64_t>(comm->size()));
+    cases.push_back(c);
+  }
+  RunCases(*comm, cases);
 }
 
 TEST(Mpi, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
