@@ -3,13 +3,16 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi/bootstrap.h"
+#include "comm/mpi/comm.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
@@ -78,6 +81,18 @@ TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
   EXPECT_TRUE(mpi::Launched());
 }
 
+// Every rank of these tests runs on one node, so the backend takes the
+// shared-memory path unless WEFT_SHM=0 (the suite runs both ways).
+TEST(Mpi, SharedMemoryPathFollowsWeftShm) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  const auto* mpi_comm = dynamic_cast<const mpi::MpiComm*>(comm.get());
+  ASSERT_NE(mpi_comm, nullptr);
+  const char* shm = std::getenv("WEFT_SHM");
+  const bool want = comm->size() > 1 && (shm == nullptr || std::string(shm) != "0");
+  EXPECT_EQ(mpi_comm->shared_memory(), want) << "WEFT_SHM=" << (shm ? shm : "(unset)");
+}
+
 TEST(Mpi, CollectiveMatrix) {
   auto comm = World();
   ASSERT_NE(comm, nullptr);
@@ -85,13 +100,41 @@ TEST(Mpi, CollectiveMatrix) {
 }
 
 // A 256-byte segment sends every count above it (1000 elements of any type)
-// through the pipelined ring and chain, many lanes deep, for every dtype x op.
+// through the pipelined ring and chain, many lanes deep, or through many
+// shared-memory rounds (a few elements each at four ranks), for every
+// dtype x op.
 TEST(Mpi, PipelinedPathsWithSmallSegments) {
   CommOptions options;
   options.segment_bytes = 256;
   auto comm = World(options);
   ASSERT_NE(comm, nullptr);
   RunCases(*comm, CasesAtCounts(comm->size(), {7, 1000}));
+}
+
+// Collectives of every kind back to back at random sizes, each spanning a
+// few small rounds or segments, so that consecutive calls reuse the
+// shared-memory staging buffers at every phase of their rotation. Every rank
+// draws the same sequence from the same seed.
+TEST(Mpi, RandomSequenceThroughSmallRounds) {
+  CommOptions options;
+  options.segment_bytes = 512;
+  auto comm = World(options);
+  ASSERT_NE(comm, nullptr);
+  std::mt19937_64 rng(kSeed);
+  const DataType types[] = {DataType::kFloat32, DataType::kBfloat16, DataType::kFloat64, DataType::kInt8,
+                            DataType::kInt64};
+  std::vector<Case> cases;
+  for (int i = 0; i < 80; ++i) {
+    Case c;
+    c.coll = static_cast<Coll>(rng() % 4);
+    c.t = types[rng() % std::size(types)];
+    c.op = static_cast<RedOp>(rng() % kNumRedOps);
+    c.count = 1 + rng() % 600;
+    c.in_place = rng() % 2 == 0;
+    c.root = static_cast<int>(rng() % static_cast<uint64_t>(comm->size()));
+    cases.push_back(c);
+  }
+  RunCases(*comm, cases);
 }
 
 TEST(Mpi, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
