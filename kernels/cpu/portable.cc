@@ -60,10 +60,13 @@ double BlockSumOfSquares(const void* x, DataType t, size_t n) {
   return lane[0];
 }
 
+// The element loop above is the whole portable set: nothing to resolve ahead.
+RunFn Pick(DataType, DataType, bool, bool) { return nullptr; }
+
 }  // namespace
 
 const Isa& PortableIsa() {
-  static const Isa isa{"portable", Convert, Unscale, BlockSumOfSquares};
+  static const Isa isa{"portable", Convert, Unscale, BlockSumOfSquares, Pick};
   return isa;
 }
 

@@ -74,6 +74,40 @@ TEST(KernelsIsa, ConvertMatchesReference) {
   }
 }
 
+// The loops Isa::pick resolves ahead are the ones convert runs: the same
+// bits, for every pair it resolves, with and without accumulation and
+// streaming; float64 pairs are left to convert.
+TEST(KernelsIsa, PickedRunsMatchReference) {
+  std::mt19937_64 rng(12);
+  for (const cpu::Isa* isa : Isas()) {
+    for (DataType st : kFloatTypes) {
+      for (DataType dt : kFloatTypes) {
+        for (int mode = 0; mode < 3; ++mode) {
+          const bool acc = mode == 1, stream = mode == 2;
+          const cpu::RunFn fn = isa->pick(st, dt, acc, stream);
+          const bool wide = st == DataType::kFloat64 || dt == DataType::kFloat64;
+          if (fn == nullptr) {
+            EXPECT_TRUE(wide || std::string(isa->name) == "portable") << isa->name << " " << Name(st) << "->" << Name(dt);
+            continue;
+          }
+          EXPECT_FALSE(wide);
+          for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{33}, size_t{100}, size_t{4099}}) {
+            Buffer src(st, n, n % 5), got(dt, n, n % 7);
+            FillRandom(src, rng);
+            FillRandom(got, rng);
+            Buffer want = got;
+            fn(src.data(), got.data(), n, 0.3f);
+            for (size_t k = 0; k < n; ++k) reference::ConvertElement(src.data(), k, st, want.data(), k, dt, 0.3f, acc);
+            const long i = FirstDifference(got, want);
+            ASSERT_EQ(i, -1) << isa->name << " picked " << Name(st) << "->" << Name(dt) << " mode " << mode << " n=" << n
+                             << ": element " << i << " is " << Hex(got, i) << ", reference " << Hex(want, i);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelsIsa, ZeroFillWritesPositiveZeros) {
   for (const cpu::Isa* isa : Isas()) {
     for (DataType dt : kFloatTypes) {
