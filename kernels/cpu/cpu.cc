@@ -31,6 +31,8 @@ constexpr size_t kInlineBytes = size_t{1} << 20;
 // would not stay in cache anyway, and streaming saves reading each line
 // before it is overwritten.
 constexpr size_t kStreamBytes = size_t{32} << 20;
+// How many segments ahead the conversion loop prefetches (as copy_bits does).
+constexpr size_t kPrefetchAhead = 4;
 
 struct Piece {
   size_t item;   // segment or tensor index
@@ -126,24 +128,25 @@ Shape ShapeOf(absl::Span<const Segment> segments) {
 }
 
 // The loop every copy ends in. Segments of one type pair (a bucket of
-// float32 gradients) decide the conversion once, so a tiny segment costs one
-// memcpy or one call of the resolved loop, as a hand-written loop would.
+// float32 gradients) decide the conversion once, so a tiny segment costs a
+// few vector moves (bit copies) or one call of the resolved loop.
 void RunSegments(absl::Span<const Segment> segments, const Shape& sh, float scale, bool accumulate, bool stream) {
   const Isa& isa = BestIsa();
   if (sh.uniform) {
     const size_t dst_size = FloatSize(sh.dst_t);
     if (reference::IsBitCopy(sh.src_t, sh.dst_t, scale, accumulate)) {
-      for (const Segment& s : segments) {
-        if (s.src != nullptr) {
-          std::memcpy(s.dst, s.src, s.count * dst_size);
-        } else {
-          std::memset(s.dst, 0, s.count * dst_size);
-        }
-      }
+      isa.copy_bits(segments.data(), segments.size(), dst_size);
       return;
     }
     if (const RunFn fn = isa.pick(sh.src_t, sh.dst_t, accumulate, stream)) {
-      for (const Segment& s : segments) {
+      for (size_t i = 0; i < segments.size(); ++i) {
+        const Segment& s = segments[i];
+        if (i + kPrefetchAhead < segments.size()) {
+          // Separate tensors are separate streams to the hardware prefetcher: start the next ones early.
+          const Segment& next = segments[i + kPrefetchAhead];
+          if (next.src != nullptr) __builtin_prefetch(next.src);
+          __builtin_prefetch(next.dst, 1);
+        }
         if (s.src != nullptr) {
           fn(s.src, s.dst, s.count, scale);
         } else {

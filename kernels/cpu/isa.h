@@ -37,6 +37,10 @@ struct Isa {
   // portable set: use convert then. Ask only for copies that are not bit
   // copies (reference::IsBitCopy): those are memcpy.
   RunFn (*pick)(DataType src_t, DataType dst_t, bool accumulate, bool stream);
+  // Bit copies of n whole segments of `size`-byte elements (same type on both
+  // sides, scale 1): dst = src, or zeros where src is nullptr. The loop a
+  // bucket fill of many small float32 tensors spends its time in.
+  void (*copy_bits)(const Segment* segments, size_t n, size_t size);
 };
 
 const Isa& PortableIsa();
