@@ -98,19 +98,32 @@ namespace {
 
 uintptr_t Begin(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
-// The common case without copying a range: destinations in segment order are
-// ascending and disjoint, and so are the sources (zero fills have none); then
-// one merge walk over the segments decides. False: not in order, look closer.
+// The common cases without copying a range: destinations in segment order
+// are ascending and disjoint (a flatten's packed bucket), and the sources
+// (zero fills have none) either lie outside the destinations' hull (tensors
+// allocated anywhere but in the bucket) or are ascending too, when one merge
+// walk over the segments decides. False: look closer.
 bool OrderedAndDisjoint(const SegmentList& list) {
   const std::vector<Segment>& seg = list.segments;
   uintptr_t last_dst = 0, last_src = 0;
+  bool srcs_ordered = true;
   for (const Segment& s : seg) {
     const uintptr_t d = Begin(s.dst);
     if (d < last_dst) return false;
     last_dst = d + s.count * FloatSize(s.dst_t);
     if (s.src == nullptr) continue;
-    if (Begin(s.src) < last_src) return false;
+    srcs_ordered &= Begin(s.src) >= last_src;
     last_src = Begin(s.src) + s.count * FloatSize(s.src_t);
+  }
+  if (seg.empty()) return true;
+  if (!srcs_ordered) {
+    const uintptr_t lo = Begin(seg.front().dst), hi = last_dst;
+    for (const Segment& s : seg) {
+      if (s.src == nullptr) continue;
+      const uintptr_t b = Begin(s.src), e = b + s.count * FloatSize(s.src_t);
+      if (e > lo && b < hi) return false;
+    }
+    return true;
   }
   size_t w = 0;
   for (const Segment& r : seg) {
@@ -178,10 +191,16 @@ void MemoryCheck::Add(const char* what, long index, const void* p) {
 }
 
 void MemoryCheck::AddList(const SegmentList& list) {
+  // Classifying a pointer can cost a driver call: the tensors' side pointer by
+  // pointer, the flat side (one buffer) once.
   for (size_t k = 0; k < list.segments.size(); ++k) {
-    Add(list.src_label, list.tensor[k], list.segments[k].src);
-    Add(list.dst_label, list.tensor[k], list.segments[k].dst);
+    if (list.flat_is_src) {
+      Add(list.dst_label, list.tensor[k], list.segments[k].dst);
+    } else {
+      Add(list.src_label, list.tensor[k], list.segments[k].src);
+    }
   }
+  if (!list.segments.empty()) Add(list.flat_label, -1, list.flat);
 }
 
 absl::StatusOr<MemKind> CheckSegments(const SegmentList& list) {

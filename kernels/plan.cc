@@ -18,6 +18,12 @@ void Reset(SegmentList& list) {
   list.total = 0;
 }
 
+void SetFlat(SegmentList& list, const void* flat, const char* label, bool is_src) {
+  list.flat = flat;
+  list.flat_label = label;
+  list.flat_is_src = is_src;
+}
+
 void Add(SegmentList& list, int tensor, const void* src, DataType src_t, void* dst, DataType dst_t, size_t count) {
   if (count == 0) return;
   list.segments.push_back({src, src_t, dst, dst_t, count});
@@ -67,6 +73,7 @@ absl::Status PlanFlatten(absl::Span<const TensorRef> srcs, void* dst, DataType d
   Reset(list);
   list.src_label = "srcs";
   list.dst_label = "dst region of srcs";
+  SetFlat(list, dst, "dst", false);
   size_t packed = 0;
   for (size_t i = 0; i < srcs.size(); ++i) {
     const size_t base = offsets != nullptr ? offsets[i] : packed;
@@ -83,6 +90,7 @@ absl::Status PlanUnflatten(const void* src, DataType src_t, const size_t* offset
   Reset(list);
   list.src_label = "src region of dsts";
   list.dst_label = "dsts";
+  SetFlat(list, src, "src", true);
   size_t packed = 0;
   for (size_t i = 0; i < dsts.size(); ++i) {
     const size_t base = offsets != nullptr ? offsets[i] : packed;
@@ -103,6 +111,7 @@ absl::Status PlanChunkCat(absl::Span<const TensorRef> srcs, int world, const siz
   Reset(list);
   list.src_label = "srcs";
   list.dst_label = "dst region of srcs";
+  SetFlat(list, dst, "dst", false);
   size_t base = 0;
   for (size_t i = 0; i < srcs.size(); ++i) {
     for (size_t r = 0; r < static_cast<size_t>(world); ++r) {
@@ -129,6 +138,7 @@ absl::Status PlanChunkSplit(const void* src, DataType src_t, int world, const si
   Reset(list);
   list.src_label = "src region of dsts";
   list.dst_label = "dsts";
+  SetFlat(list, src, "src", true);
   size_t base = 0;
   for (size_t i = 0; i < dsts.size(); ++i) {
     for (size_t r = 0; r < static_cast<size_t>(world); ++r) {

@@ -30,6 +30,11 @@ struct SegmentList {
   const char* src_label = "";
   const char* dst_label = "";
   size_t total = 0;  // elements over all segments
+  // The flat side of the copy (dst of a flatten or chunk-cat, src of an
+  // unflatten or chunk-split): one buffer, so its memory kind is found once.
+  const void* flat = nullptr;
+  const char* flat_label = "";
+  bool flat_is_src = false;
 };
 
 // Each checks its arguments (dtypes, NULL data, alignment, chunk sizes) and

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/memory.h"
@@ -61,6 +62,17 @@ TEST_F(KernelsCheck, OverlapIsRefused) {
   std::vector<TensorRef> s = {{b.data(), 5, DataType::kFloat32}, {out.data() + 8, 5, DataType::kFloat32}};
   absl::Status st = Flatten(s, out.data(), DataType::kFloat32, nullptr, 1.0f, nullptr);
   EXPECT_THAT(Message(st), HasSubstr("srcs[1]"));
+  EXPECT_THAT(Message(st), HasSubstr("overlaps dst region of srcs[1]"));
+  // Sources out of address order, one of them inside the bucket's span
+  // (between two destination regions, not at either end).
+  std::vector<float> big(40, 1.0f);
+  std::vector<size_t> spread = {0, 8, 20};
+  std::vector<TensorRef> unordered = {{b.data(), 5, DataType::kFloat32},
+                                      {a.data(), 8, DataType::kFloat32},
+                                      {big.data() + 12, 4, DataType::kFloat32}};
+  if (b.data() < a.data()) std::swap(unordered[0], unordered[1]);  // a descending pair, whatever malloc did
+  st = Flatten(unordered, big.data(), DataType::kFloat32, spread.data(), 1.0f, nullptr);
+  EXPECT_THAT(Message(st), HasSubstr("srcs[2]"));
   EXPECT_THAT(Message(st), HasSubstr("overlaps dst region of srcs[1]"));
   // Two tensors written to the same place.
   st = Flatten(srcs(), out.data(), DataType::kFloat32, offsets.data(), 1.0f, nullptr);
