@@ -1,13 +1,23 @@
-// Kernel entry points: check the list arguments, then kernels/kernels.cc
-// checks the rest (so C++ callers get the same errors).
+// Kernel entry points and copy plans: check the list arguments, then
+// kernels/kernels.cc (kernels/copy_plan.cc) checks the rest, so C++ callers
+// get the same errors.
+#include <utility>
 #include <vector>
 
 #include "capi/export.h"
+#include "capi/handles.h"
 #include "capi/result.h"
 #include "core/status.h"
+#include "kernels/copy_plan.h"
 #include "kernels/kernels.h"
 
+struct weftCopyPlan {
+  weft::kernels::CopyPlan impl;
+};
+
 using weft::capi::Guard;
+using weft::capi::Live;
+using weft::kernels::CopyPlan;
 using weft::kernels::TensorRef;
 
 namespace {
@@ -21,6 +31,14 @@ absl::StatusOr<std::vector<TensorRef>> Tensors(const char* what, const weftTenso
   std::vector<TensorRef> out(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) out[i] = {list[i].data, list[i].count, T(list[i].dtype)};
   return out;
+}
+
+absl::Status NewPlan(absl::StatusOr<CopyPlan> made, weftCopyPlan_t* plan) {
+  if (!made.ok()) return made.status();
+  auto* h = new weftCopyPlan{*std::move(made)};
+  Live<weftCopyPlan>::Add(h);
+  *plan = h;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -70,5 +88,40 @@ WEFT_API weftResult_t weftChunkSplit(const void* src, weftDataType_t src_dtype, 
   return Guard("weftChunkSplit", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(std::vector<TensorRef> d, Tensors("dsts", dsts, n));
     return weft::kernels::ChunkSplit(src, T(src_dtype), world, chunk_counts, d, scale, accumulate != 0, stream);
+  });
+}
+
+WEFT_API weftResult_t weftFlattenPlanCreate(const weftTensor_t* srcs, int n, void* dst, weftDataType_t dst_dtype,
+                                            const size_t* offsets, weftCopyPlan_t* plan) {
+  return Guard("weftFlattenPlanCreate", [&]() -> absl::Status {
+    if (plan == nullptr) return weft::InvalidArgument("plan is NULL");
+    ASSIGN_OR_RETURN(std::vector<TensorRef> s, Tensors("srcs", srcs, n));
+    return NewPlan(CopyPlan::Flatten(s, dst, T(dst_dtype), offsets), plan);
+  });
+}
+
+WEFT_API weftResult_t weftUnflattenPlanCreate(const void* src, weftDataType_t src_dtype, const size_t* offsets,
+                                              const weftTensor_t* dsts, int n, int accumulate,
+                                              weftCopyPlan_t* plan) {
+  return Guard("weftUnflattenPlanCreate", [&]() -> absl::Status {
+    if (plan == nullptr) return weft::InvalidArgument("plan is NULL");
+    ASSIGN_OR_RETURN(std::vector<TensorRef> d, Tensors("dsts", dsts, n));
+    return NewPlan(CopyPlan::Unflatten(src, T(src_dtype), offsets, d, accumulate != 0), plan);
+  });
+}
+
+WEFT_API weftResult_t weftCopyPlanExecute(weftCopyPlan_t plan, float scale, void* stream) {
+  return Guard("weftCopyPlanExecute", [&]() -> absl::Status {
+    RETURN_IF_ERROR(Live<weftCopyPlan>::Check("plan", plan));
+    return plan->impl.Run(scale, stream);
+  });
+}
+
+WEFT_API weftResult_t weftCopyPlanDestroy(weftCopyPlan_t plan) {
+  return Guard("weftCopyPlanDestroy", [&]() -> absl::Status {
+    RETURN_IF_ERROR(Live<weftCopyPlan>::Check("plan", plan));
+    Live<weftCopyPlan>::Remove(plan);
+    delete plan;
+    return absl::OkStatus();
   });
 }

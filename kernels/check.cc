@@ -34,14 +34,23 @@ absl::Status CheckBuffer(const std::string& what, const void* p, size_t count, D
   return absl::OkStatus();
 }
 
+namespace {
+
+// What CheckDtype and CheckBuffer accept, without building a status: the
+// loop over 10,000 tiny tensors runs this, and only a failing tensor is
+// checked again to name what is wrong.
+bool TensorOk(const TensorRef& t, bool allow_float64) {
+  const bool dtype_ok = t.dtype == DataType::kFloat32 || t.dtype == DataType::kFloat16 ||
+                        t.dtype == DataType::kBfloat16 || (allow_float64 && t.dtype == DataType::kFloat64);
+  const bool data_ok = t.data != nullptr && reinterpret_cast<uintptr_t>(t.data) % FloatSize(t.dtype) == 0;
+  return dtype_ok && (t.count == 0 || data_ok);
+}
+
+}  // namespace
+
 absl::Status CheckTensors(const char* what, absl::Span<const TensorRef> tensors, bool allow_float64) {
   for (size_t i = 0; i < tensors.size(); ++i) {
-    // Names are formatted only for a tensor that fails: 10,000 tiny tensors
-    // must not cost 10,000 string allocations.
-    if (CheckDtype({}, tensors[i].dtype, allow_float64).ok() &&
-        CheckBuffer({}, tensors[i].data, tensors[i].count, tensors[i].dtype).ok()) {
-      continue;
-    }
+    if (TensorOk(tensors[i], allow_float64)) continue;
     const std::string name = Label(what, static_cast<long>(i));
     RETURN_IF_ERROR(CheckDtype(name + ".dtype", tensors[i].dtype, allow_float64));
     RETURN_IF_ERROR(CheckBuffer(name + ".data", tensors[i].data, tensors[i].count, tensors[i].dtype));
@@ -89,19 +98,32 @@ namespace {
 
 uintptr_t Begin(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
-// The common case without copying a range: destinations in segment order are
-// ascending and disjoint, and so are the sources (zero fills have none); then
-// one merge walk over the segments decides. False: not in order, look closer.
-bool OrderedAndDisjoint(const CopyPlan& plan) {
-  const std::vector<Segment>& seg = plan.segments;
+// The common cases without copying a range: destinations in segment order
+// are ascending and disjoint (a flatten's packed bucket), and the sources
+// (zero fills have none) either lie outside the destinations' hull (tensors
+// allocated anywhere but in the bucket) or are ascending too, when one merge
+// walk over the segments decides. False: look closer.
+bool OrderedAndDisjoint(const SegmentList& list) {
+  const std::vector<Segment>& seg = list.segments;
   uintptr_t last_dst = 0, last_src = 0;
+  bool srcs_ordered = true;
   for (const Segment& s : seg) {
     const uintptr_t d = Begin(s.dst);
     if (d < last_dst) return false;
     last_dst = d + s.count * FloatSize(s.dst_t);
     if (s.src == nullptr) continue;
-    if (Begin(s.src) < last_src) return false;
+    srcs_ordered &= Begin(s.src) >= last_src;
     last_src = Begin(s.src) + s.count * FloatSize(s.src_t);
+  }
+  if (seg.empty()) return true;
+  if (!srcs_ordered) {
+    const uintptr_t lo = Begin(seg.front().dst), hi = last_dst;
+    for (const Segment& s : seg) {
+      if (s.src == nullptr) continue;
+      const uintptr_t b = Begin(s.src), e = b + s.count * FloatSize(s.src_t);
+      if (e > lo && b < hi) return false;
+    }
+    return true;
   }
   size_t w = 0;
   for (const Segment& r : seg) {
@@ -115,14 +137,14 @@ bool OrderedAndDisjoint(const CopyPlan& plan) {
 
 }  // namespace
 
-void OverlapCheck::AddPlan(const CopyPlan& plan) {
-  if (reads_.empty() && writes_.empty() && OrderedAndDisjoint(plan)) return;
-  reads_.reserve(reads_.size() + plan.segments.size());
-  writes_.reserve(writes_.size() + plan.segments.size());
-  for (size_t k = 0; k < plan.segments.size(); ++k) {
-    const Segment& s = plan.segments[k];
-    Read(plan.src_label, plan.tensor[k], s.src, s.count * FloatSize(s.src_t));
-    Write(plan.dst_label, plan.tensor[k], s.dst, s.count * FloatSize(s.dst_t));
+void OverlapCheck::AddList(const SegmentList& list) {
+  if (reads_.empty() && writes_.empty() && OrderedAndDisjoint(list)) return;
+  reads_.reserve(reads_.size() + list.segments.size());
+  writes_.reserve(writes_.size() + list.segments.size());
+  for (size_t k = 0; k < list.segments.size(); ++k) {
+    const Segment& s = list.segments[k];
+    Read(list.src_label, list.tensor[k], s.src, s.count * FloatSize(s.src_t));
+    Write(list.dst_label, list.tensor[k], s.dst, s.count * FloatSize(s.dst_t));
   }
 }
 
@@ -168,11 +190,26 @@ void MemoryCheck::Add(const char* what, long index, const void* p) {
   }
 }
 
-void MemoryCheck::AddPlan(const CopyPlan& plan) {
-  for (size_t k = 0; k < plan.segments.size(); ++k) {
-    Add(plan.src_label, plan.tensor[k], plan.segments[k].src);
-    Add(plan.dst_label, plan.tensor[k], plan.segments[k].dst);
+void MemoryCheck::AddList(const SegmentList& list) {
+  // Classifying a pointer can cost a driver call: the tensors' side pointer by
+  // pointer, the flat side (one buffer) once.
+  for (size_t k = 0; k < list.segments.size(); ++k) {
+    if (list.flat_is_src) {
+      Add(list.dst_label, list.tensor[k], list.segments[k].dst);
+    } else {
+      Add(list.src_label, list.tensor[k], list.segments[k].src);
+    }
   }
+  if (!list.segments.empty()) Add(list.flat_label, -1, list.flat);
+}
+
+absl::StatusOr<MemKind> CheckSegments(const SegmentList& list) {
+  OverlapCheck overlap;
+  overlap.AddList(list);
+  RETURN_IF_ERROR(overlap.Check());
+  MemoryCheck memory;
+  memory.AddList(list);
+  return memory.Kind();
 }
 
 absl::StatusOr<MemKind> MemoryCheck::Kind() const {

@@ -46,10 +46,10 @@ class OverlapCheck {
   OverlapCheck();
   void Read(const char* what, long index, const void* p, size_t bytes);
   void Write(const char* what, long index, const void* p, size_t bytes);
-  // A plan whose segments are already in address order and disjoint (packed
+  // A list whose segments are already in address order and disjoint (packed
   // buckets of tensors allocated one after another) is accepted in one pass
-  // without being recorded; only a plan given to a fresh check may take that shortcut.
-  void AddPlan(const CopyPlan& plan);
+  // without being recorded; only a list given to a fresh check may take that shortcut.
+  void AddList(const SegmentList& list);
   absl::Status Check();
 
   struct Range {
@@ -67,7 +67,7 @@ class OverlapCheck {
 class MemoryCheck {
  public:
   void Add(const char* what, long index, const void* p);
-  void AddPlan(const CopyPlan& plan);
+  void AddList(const SegmentList& list);
   // kHost when no pointer was added.
   absl::StatusOr<MemKind> Kind() const;
 
@@ -80,6 +80,11 @@ class MemoryCheck {
   Pointer host_, device_;  // the first of each kind
   bool managed_ = false;
 };
+
+// The checks a copy-like kernel makes once its segments are listed: no write
+// overlaps another write or a read, and every pointer is of one memory kind,
+// which is returned.
+absl::StatusOr<MemKind> CheckSegments(const SegmentList& list);
 
 }  // namespace kernels
 }  // namespace weft

@@ -1,86 +1,43 @@
 // Checks, memory-kind detection and dispatch for kernels/kernels.h.
 #include "kernels/kernels.h"
 
-#include <functional>
-#include <utility>
 #include <vector>
 
 #include "core/status.h"
-#include "core/stream.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/device.h"
+#include "kernels/dispatch.h"
 #include "kernels/plan.h"
 
 namespace weft {
 namespace kernels {
 namespace {
 
-// Runs host work now (stream == nullptr) or enqueues it on a host stream. The
-// work must own everything it reads but the caller's buffers.
-absl::Status RunOnHost(const char* kernel, void* stream, std::function<void()> work) {
-  if (stream == nullptr) {
-    work();
-    return absl::OkStatus();
-  }
-  HostStream* hs = HostStream::Find(stream);
-  if (hs == nullptr) {
-    return InvalidArgument("%s: stream = %p is not a live weft host stream (host memory takes NULL or a "
-                           "weftStream_t from weftStreamCreate)", kernel, stream);
-  }
-  hs->Enqueue([work = std::move(work)] {
-    work();
-    return absl::OkStatus();
-  });
-  return absl::OkStatus();
-}
-
-absl::StatusOr<const DeviceKernels*> Device(const char* kernel, void* stream) {
-  const DeviceKernels* dk = GetDeviceKernels();
-  if (dk == nullptr) {
-    return Unsupported("%s: the buffers are in CUDA memory, but this build of weft has no device kernels", kernel);
-  }
-  if (stream != nullptr && HostStream::Find(stream) != nullptr) {
-    return InvalidArgument("%s: stream = %p is a weft host stream, but the buffers are in CUDA memory (pass a "
-                           "cudaStream_t)", kernel, stream);
-  }
-  return dk;
-}
-
-absl::Status DeviceResult(const char* kernel, const DeviceKernels* dk, int code) {
-  if (code == 0) return absl::OkStatus();
-  return SystemError("%s: %s kernels failed: %s (%d)", kernel, dk->name, dk->error_string(code), code);
-}
-
-// `plan` is this thread's scratch (see Plan*): consumed before returning.
-absl::Status RunCopy(const char* kernel, const absl::Status& planned, CopyPlan& plan, float scale,
+// `list` is this thread's scratch (see Plan*): consumed before returning.
+absl::Status RunCopy(const char* kernel, const absl::Status& planned, SegmentList& list, float scale,
                      bool accumulate, void* stream) {
   if (!planned.ok()) return Annotate(planned, kernel);
-  if (plan.total == 0) return absl::OkStatus();
-  OverlapCheck overlap;
-  overlap.AddPlan(plan);
-  RETURN_IF_ERROR(Annotate(overlap.Check(), kernel));
-  MemoryCheck memory;
-  memory.AddPlan(plan);
-  absl::StatusOr<MemKind> kind = memory.Kind();
+  if (list.total == 0) return absl::OkStatus();
+  absl::StatusOr<MemKind> kind = CheckSegments(list);
   if (!kind.ok()) return Annotate(kind.status(), kernel);
   if (*kind == MemKind::kCuda) {
-    ASSIGN_OR_RETURN(const DeviceKernels* dk, Device(kernel, stream));
-    return DeviceResult(kernel, dk, dk->copy(plan.segments.data(), plan.segments.size(), scale, accumulate, stream));
+    ASSIGN_OR_RETURN(const DeviceKernels* dk, DeviceFor(kernel, stream));
+    return DeviceResult(kernel, dk, dk->copy(list.segments.data(), list.segments.size(), scale, accumulate, stream));
   }
   if (stream == nullptr) {
-    cpu::Copy(plan.segments, scale, accumulate);
+    cpu::Copy(list.segments, scale, accumulate);
     return absl::OkStatus();
   }
-  return RunOnHost(kernel, stream, [segments = plan.segments, scale, accumulate] {
+  return RunOnHost(kernel, stream, [segments = list.segments, scale, accumulate] {
     cpu::Copy(segments, scale, accumulate);
   });
 }
 
 // Reused by every copy on this thread, so that planning allocates nothing in steady state.
-CopyPlan& ThreadPlan() {
-  thread_local CopyPlan plan;
-  return plan;
+SegmentList& ThreadList() {
+  thread_local SegmentList list;
+  return list;
 }
 
 // Checks the tensors of unscale and norm and adds them to the overlap and memory checks.
@@ -103,26 +60,26 @@ absl::Status MathTensors(absl::Span<const TensorRef> tensors, OverlapCheck& over
 
 absl::Status Flatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, const size_t* offsets,
                      float scale, void* stream) {
-  CopyPlan& plan = ThreadPlan();
-  return RunCopy("flatten", PlanFlatten(srcs, dst, dst_t, offsets, plan), plan, scale, false, stream);
+  SegmentList& list = ThreadList();
+  return RunCopy("flatten", PlanFlatten(srcs, dst, dst_t, offsets, list), list, scale, false, stream);
 }
 
 absl::Status Unflatten(const void* src, DataType src_t, const size_t* offsets, absl::Span<const TensorRef> dsts,
                        float scale, bool accumulate, void* stream) {
-  CopyPlan& plan = ThreadPlan();
-  return RunCopy("unflatten", PlanUnflatten(src, src_t, offsets, dsts, plan), plan, scale, accumulate, stream);
+  SegmentList& list = ThreadList();
+  return RunCopy("unflatten", PlanUnflatten(src, src_t, offsets, dsts, list), list, scale, accumulate, stream);
 }
 
 absl::Status ChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts, void* dst,
                       DataType dst_t, float scale, void* stream) {
-  CopyPlan& plan = ThreadPlan();
-  return RunCopy("chunk_cat", PlanChunkCat(srcs, world, chunk_counts, dst, dst_t, plan), plan, scale, false, stream);
+  SegmentList& list = ThreadList();
+  return RunCopy("chunk_cat", PlanChunkCat(srcs, world, chunk_counts, dst, dst_t, list), list, scale, false, stream);
 }
 
 absl::Status ChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
                         absl::Span<const TensorRef> dsts, float scale, bool accumulate, void* stream) {
-  CopyPlan& plan = ThreadPlan();
-  return RunCopy("chunk_split", PlanChunkSplit(src, src_t, world, chunk_counts, dsts, plan), plan, scale,
+  SegmentList& list = ThreadList();
+  return RunCopy("chunk_split", PlanChunkSplit(src, src_t, world, chunk_counts, dsts, list), list, scale,
                  accumulate, stream);
 }
 
@@ -139,7 +96,7 @@ absl::Status UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_s
   absl::StatusOr<MemKind> kind = memory.Kind();
   if (!kind.ok()) return Annotate(kind.status(), kKernel);
   if (*kind == MemKind::kCuda) {
-    ASSIGN_OR_RETURN(const DeviceKernels* dk, Device(kKernel, stream));
+    ASSIGN_OR_RETURN(const DeviceKernels* dk, DeviceFor(kKernel, stream));
     return DeviceResult(kKernel, dk, dk->unscale(tensors.data(), tensors.size(), inv_scale, found_inf, stream));
   }
   if (stream == nullptr) {
@@ -166,7 +123,7 @@ absl::Status L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* to
   absl::StatusOr<MemKind> kind = memory.Kind();
   if (!kind.ok()) return Annotate(kind.status(), kKernel);
   if (*kind == MemKind::kCuda) {
-    ASSIGN_OR_RETURN(const DeviceKernels* dk, Device(kKernel, stream));
+    ASSIGN_OR_RETURN(const DeviceKernels* dk, DeviceFor(kKernel, stream));
     return DeviceResult(kKernel, dk, dk->l2norm(tensors.data(), tensors.size(), norms, total, stream));
   }
   if (stream == nullptr) {

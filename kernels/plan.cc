@@ -12,17 +12,23 @@ namespace weft {
 namespace kernels {
 namespace {
 
-void Reset(CopyPlan& plan) {
-  plan.segments.clear();
-  plan.tensor.clear();
-  plan.total = 0;
+void Reset(SegmentList& list) {
+  list.segments.clear();
+  list.tensor.clear();
+  list.total = 0;
 }
 
-void Add(CopyPlan& plan, int tensor, const void* src, DataType src_t, void* dst, DataType dst_t, size_t count) {
+void SetFlat(SegmentList& list, const void* flat, const char* label, bool is_src) {
+  list.flat = flat;
+  list.flat_label = label;
+  list.flat_is_src = is_src;
+}
+
+void Add(SegmentList& list, int tensor, const void* src, DataType src_t, void* dst, DataType dst_t, size_t count) {
   if (count == 0) return;
-  plan.segments.push_back({src, src_t, dst, dst_t, count});
-  plan.tensor.push_back(tensor);
-  plan.total += count;
+  list.segments.push_back({src, src_t, dst, dst_t, count});
+  list.tensor.push_back(tensor);
+  list.total += count;
 }
 
 template <typename P>
@@ -61,48 +67,51 @@ absl::StatusOr<std::vector<size_t>> Chunks(const char* what, absl::Span<const Te
 }  // namespace
 
 absl::Status PlanFlatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, const size_t* offsets,
-                         CopyPlan& plan) {
+                         SegmentList& list) {
   RETURN_IF_ERROR(CheckTensors("srcs", srcs, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckFlat("dst", dst, dst_t, srcs));
-  Reset(plan);
-  plan.src_label = "srcs";
-  plan.dst_label = "dst region of srcs";
+  Reset(list);
+  list.src_label = "srcs";
+  list.dst_label = "dst region of srcs";
+  SetFlat(list, dst, "dst", false);
   size_t packed = 0;
   for (size_t i = 0; i < srcs.size(); ++i) {
     const size_t base = offsets != nullptr ? offsets[i] : packed;
-    Add(plan, static_cast<int>(i), srcs[i].data, srcs[i].dtype, At(dst, base, dst_t), dst_t, srcs[i].count);
+    Add(list, static_cast<int>(i), srcs[i].data, srcs[i].dtype, At(dst, base, dst_t), dst_t, srcs[i].count);
     packed += srcs[i].count;
   }
   return absl::OkStatus();
 }
 
 absl::Status PlanUnflatten(const void* src, DataType src_t, const size_t* offsets, absl::Span<const TensorRef> dsts,
-                           CopyPlan& plan) {
+                           SegmentList& list) {
   RETURN_IF_ERROR(CheckTensors("dsts", dsts, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckFlat("src", src, src_t, dsts));
-  Reset(plan);
-  plan.src_label = "src region of dsts";
-  plan.dst_label = "dsts";
+  Reset(list);
+  list.src_label = "src region of dsts";
+  list.dst_label = "dsts";
+  SetFlat(list, src, "src", true);
   size_t packed = 0;
   for (size_t i = 0; i < dsts.size(); ++i) {
     const size_t base = offsets != nullptr ? offsets[i] : packed;
-    Add(plan, static_cast<int>(i), At(src, base, src_t), src_t, dsts[i].data, dsts[i].dtype, dsts[i].count);
+    Add(list, static_cast<int>(i), At(src, base, src_t), src_t, dsts[i].data, dsts[i].dtype, dsts[i].count);
     packed += dsts[i].count;
   }
   return absl::OkStatus();
 }
 
 absl::Status PlanChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts, void* dst,
-                          DataType dst_t, CopyPlan& plan) {
+                          DataType dst_t, SegmentList& list) {
   RETURN_IF_ERROR(CheckTensors("srcs", srcs, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckDtype("dst_dtype", dst_t, /*allow_float64=*/true));
   ASSIGN_OR_RETURN(std::vector<size_t> chunk, Chunks("srcs", srcs, world, chunk_counts));
   size_t slab = 0;
   for (size_t c : chunk) slab += c;
   RETURN_IF_ERROR(CheckBuffer("dst", dst, slab * static_cast<size_t>(world), dst_t));
-  Reset(plan);
-  plan.src_label = "srcs";
-  plan.dst_label = "dst region of srcs";
+  Reset(list);
+  list.src_label = "srcs";
+  list.dst_label = "dst region of srcs";
+  SetFlat(list, dst, "dst", false);
   size_t base = 0;
   for (size_t i = 0; i < srcs.size(); ++i) {
     for (size_t r = 0; r < static_cast<size_t>(world); ++r) {
@@ -110,8 +119,8 @@ absl::Status PlanChunkCat(absl::Span<const TensorRef> srcs, int world, const siz
       const size_t valid = from < srcs[i].count ? std::min(chunk[i], srcs[i].count - from) : 0;
       void* to = At(dst, r * slab + base, dst_t);
       const void* part = valid > 0 ? At(static_cast<const void*>(srcs[i].data), from, srcs[i].dtype) : nullptr;
-      Add(plan, static_cast<int>(i), part, srcs[i].dtype, to, dst_t, valid);
-      Add(plan, static_cast<int>(i), nullptr, srcs[i].dtype, At(to, valid, dst_t), dst_t, chunk[i] - valid);
+      Add(list, static_cast<int>(i), part, srcs[i].dtype, to, dst_t, valid);
+      Add(list, static_cast<int>(i), nullptr, srcs[i].dtype, At(to, valid, dst_t), dst_t, chunk[i] - valid);
     }
     base += chunk[i];
   }
@@ -119,23 +128,24 @@ absl::Status PlanChunkCat(absl::Span<const TensorRef> srcs, int world, const siz
 }
 
 absl::Status PlanChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
-                            absl::Span<const TensorRef> dsts, CopyPlan& plan) {
+                            absl::Span<const TensorRef> dsts, SegmentList& list) {
   RETURN_IF_ERROR(CheckTensors("dsts", dsts, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckDtype("src_dtype", src_t, /*allow_float64=*/true));
   ASSIGN_OR_RETURN(std::vector<size_t> chunk, Chunks("dsts", dsts, world, chunk_counts));
   size_t slab = 0;
   for (size_t c : chunk) slab += c;
   RETURN_IF_ERROR(CheckBuffer("src", src, slab * static_cast<size_t>(world), src_t));
-  Reset(plan);
-  plan.src_label = "src region of dsts";
-  plan.dst_label = "dsts";
+  Reset(list);
+  list.src_label = "src region of dsts";
+  list.dst_label = "dsts";
+  SetFlat(list, src, "src", true);
   size_t base = 0;
   for (size_t i = 0; i < dsts.size(); ++i) {
     for (size_t r = 0; r < static_cast<size_t>(world); ++r) {
       const size_t to = r * chunk[i];
       const size_t valid = to < dsts[i].count ? std::min(chunk[i], dsts[i].count - to) : 0;
       if (valid == 0) continue;
-      Add(plan, static_cast<int>(i), At(src, r * slab + base, src_t), src_t, At(dsts[i].data, to, dsts[i].dtype),
+      Add(list, static_cast<int>(i), At(src, r * slab + base, src_t), src_t, At(dsts[i].data, to, dsts[i].dtype),
           dsts[i].dtype, valid);
     }
     base += chunk[i];

@@ -298,6 +298,36 @@ weftResult_t weftChunkCat(const weftTensor_t* srcs, int n, int world, const size
 weftResult_t weftChunkSplit(const void* src, weftDataType_t src_dtype, int world, const size_t* chunk_counts,
                             const weftTensor_t* dsts, int n, float scale, int accumulate, void* stream);
 
+/* Copy plans: a flatten or unflatten of a fixed tensor list, checked once and
+ * executed many times (a DDP bucket's fill and copy-out, every step). Create
+ * takes the arguments of weftFlatten / weftUnflatten less scale and stream,
+ * makes every check those make (and fails the same way), and prepares the
+ * work; Execute then checks only the plan and the stream, and writes exactly
+ * what the one-shot call with the same arguments and scale writes. The
+ * tensor list and offsets are read during Create only; the buffers (srcs[i].data
+ * and dst, or src and dsts[i].data) must stay allocated at the same addresses
+ * until the plan is destroyed, and their contents may change between runs.
+ *
+ *   weftCopyPlan_t fill;
+ *   weftFlattenPlanCreate(grads, n, bucket, weftBfloat16, NULL, &fill);   // once
+ *   weftCopyPlanExecute(fill, 1.0f / world, NULL);                       // every step
+ *   weftCopyPlanDestroy(fill);
+ *
+ * Create and Destroy are blocking and local. Execute has the stream semantics
+ * of weftFlatten: NULL blocks, a weftStream_t enqueues (the plan may be
+ * destroyed while that work is pending: it keeps what it needs), a
+ * cudaStream_t for CUDA memory enqueues there. Any thread may execute a plan,
+ * also concurrently with itself when its destinations may be written so. */
+typedef struct weftCopyPlan* weftCopyPlan_t;
+
+weftResult_t weftFlattenPlanCreate(const weftTensor_t* srcs, int n, void* dst, weftDataType_t dst_dtype,
+                                   const size_t* offsets, weftCopyPlan_t* plan);
+/* accumulate != 0: every execution adds into dsts, as weftUnflatten does. */
+weftResult_t weftUnflattenPlanCreate(const void* src, weftDataType_t src_dtype, const size_t* offsets,
+                                     const weftTensor_t* dsts, int n, int accumulate, weftCopyPlan_t* plan);
+weftResult_t weftCopyPlanExecute(weftCopyPlan_t plan, float scale, void* stream);
+weftResult_t weftCopyPlanDestroy(weftCopyPlan_t plan);
+
 /* ---------------------------------------------------------------- DDP reducer */
 
 /* The reducer all-reduces gradients in buckets while backward is still

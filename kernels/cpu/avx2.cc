@@ -108,7 +108,8 @@ const Isa* Avx2Isa() {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma")) {
     return nullptr;
   }
-  static const Isa isa{"avx2", avx2::Convert, avx2::Unscale, avx2::BlockSumOfSquares};
+  static const Isa isa{"avx2", avx2::Convert, avx2::Unscale, avx2::BlockSumOfSquares, avx2::Pick,
+                              avx2::CopyBits};
   return &isa;
 }
 

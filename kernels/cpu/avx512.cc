@@ -107,7 +107,8 @@ const Isa* Avx512Isa() {
       !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma")) {
     return nullptr;
   }
-  static const Isa isa{"avx512", avx512::Convert, avx512::Unscale, avx512::BlockSumOfSquares};
+  static const Isa isa{"avx512", avx512::Convert, avx512::Unscale, avx512::BlockSumOfSquares, avx512::Pick,
+                              avx512::CopyBits};
   return &isa;
 }
 

@@ -5,16 +5,19 @@
 // A task is a range of "pieces"; a piece is a whole small segment (or tensor)
 // or a slice of a large one, so 10,000 tiny tensors make a few dozen tasks and
 // one huge tensor is spread over every thread. The piece lists live in
-// per-thread scratch, so steady-state calls do not allocate.
+// per-thread scratch (or in a PreparedCopy made once for a fixed layout), so
+// steady-state calls do not allocate.
 #include "kernels/cpu/cpu.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/reference/convert.h"
 
 namespace weft {
 namespace kernels {
@@ -28,6 +31,8 @@ constexpr size_t kInlineBytes = size_t{1} << 20;
 // would not stay in cache anyway, and streaming saves reading each line
 // before it is overwritten.
 constexpr size_t kStreamBytes = size_t{32} << 20;
+// How many segments ahead the conversion loop prefetches (as copy_bits does).
+constexpr size_t kPrefetchAhead = 4;
 
 struct Piece {
   size_t item;   // segment or tensor index
@@ -97,27 +102,130 @@ P* Offset(P* p, size_t elements, DataType t) {
 
 const char* IsaName() { return BestIsa().name; }
 
-void Copy(absl::Span<const Segment> segments, float scale, bool accumulate) {
-  const Isa& isa = BestIsa();
-  auto bytes = [&](size_t i) { return FloatSize(segments[i].src_t) + FloatSize(segments[i].dst_t); };
-  size_t total = 0, written = 0;
-  for (size_t i = 0; i < segments.size(); ++i) {
-    total += segments[i].count * bytes(i);
-    written += segments[i].count * FloatSize(segments[i].dst_t);
+namespace {
+
+// What every copy needs to know about its segments before it runs.
+struct Shape {
+  size_t bytes = 0;    // read + written
+  size_t written = 0;
+  bool uniform = true;
+  DataType src_t = DataType::kFloat32, dst_t = DataType::kFloat32;
+};
+
+Shape ShapeOf(absl::Span<const Segment> segments) {
+  Shape sh;
+  if (!segments.empty()) {
+    sh.src_t = segments[0].src_t;
+    sh.dst_t = segments[0].dst_t;
   }
-  const bool stream = written >= kStreamBytes;
-  auto run = [&](const Segment& s, size_t begin, size_t count) {
-    const void* src = s.src == nullptr ? nullptr : Offset(s.src, begin, s.src_t);
-    isa.convert(src, s.src_t, Offset(s.dst, begin, s.dst_t), s.dst_t, count, scale, accumulate, stream);
-  };
-  if (!Parallel(total)) {
-    for (const Segment& s : segments) run(s, 0, s.count);
+  for (const Segment& s : segments) {
+    const size_t written = s.count * FloatSize(s.dst_t);
+    sh.bytes += s.count * FloatSize(s.src_t) + written;
+    sh.written += written;
+    sh.uniform &= s.src_t == sh.src_t && s.dst_t == sh.dst_t;
+  }
+  return sh;
+}
+
+// The loop every copy ends in. Segments of one type pair (a bucket of
+// float32 gradients) decide the conversion once, so a tiny segment costs a
+// few vector moves (bit copies) or one call of the resolved loop.
+void RunSegments(absl::Span<const Segment> segments, const Shape& sh, float scale, bool accumulate, bool stream) {
+  const Isa& isa = BestIsa();
+  if (sh.uniform) {
+    const size_t dst_size = FloatSize(sh.dst_t);
+    if (reference::IsBitCopy(sh.src_t, sh.dst_t, scale, accumulate)) {
+      isa.copy_bits(segments.data(), segments.size(), dst_size);
+      return;
+    }
+    if (const RunFn fn = isa.pick(sh.src_t, sh.dst_t, accumulate, stream)) {
+      for (size_t i = 0; i < segments.size(); ++i) {
+        const Segment& s = segments[i];
+        if (i + kPrefetchAhead < segments.size()) {
+          // Separate tensors are separate streams to the hardware prefetcher: start the next ones early.
+          const Segment& next = segments[i + kPrefetchAhead];
+          if (next.src != nullptr) __builtin_prefetch(next.src);
+          __builtin_prefetch(next.dst, 1);
+        }
+        if (s.src != nullptr) {
+          fn(s.src, s.dst, s.count, scale);
+        } else {
+          std::memset(s.dst, 0, s.count * dst_size);  // chunk-cat padding: +0 in every type
+        }
+      }
+      return;
+    }
+  }
+  for (const Segment& s : segments) isa.convert(s.src, s.src_t, s.dst, s.dst_t, s.count, scale, accumulate, stream);
+}
+
+Shape ShapeOf(const PreparedCopy& copy) {
+  Shape sh;
+  sh.uniform = copy.uniform;
+  sh.src_t = copy.src_t;
+  sh.dst_t = copy.dst_t;
+  return sh;
+}
+
+PreparedCopy& ThreadPrepared() {
+  thread_local PreparedCopy prepared;
+  return prepared;
+}
+
+}  // namespace
+
+void Prepare(absl::Span<const Segment> segments, PreparedCopy& out) {
+  const Shape sh = ShapeOf(segments);
+  out.stream = sh.written >= kStreamBytes;
+  out.uniform = sh.uniform;
+  out.src_t = sh.src_t;
+  out.dst_t = sh.dst_t;
+  out.pieces.clear();
+  out.tasks.clear();
+  if (!Parallel(sh.bytes)) {
+    out.pieces.assign(segments.begin(), segments.end());
     return;
   }
-  const Tasks& t = MakeTasks(
-      segments.size(), [&](size_t i) { return segments[i].count; }, bytes,
-      [&](size_t i) { return SliceOf(segments[i].count, bytes(i)); });
-  RunTasks(t, [&](const Piece& p) { run(segments[p.item], p.begin, p.count); });
+  out.tasks.push_back(0);
+  size_t task_bytes = 0;
+  for (const Segment& s : segments) {
+    const size_t bytes_per_element = FloatSize(s.src_t) + FloatSize(s.dst_t);
+    const size_t step = SliceOf(s.count, bytes_per_element);
+    for (size_t b = 0; b < s.count; b += step) {
+      const size_t c = std::min(step, s.count - b);
+      const void* src = s.src == nullptr ? nullptr : Offset(s.src, b, s.src_t);
+      out.pieces.push_back({src, s.src_t, Offset(s.dst, b, s.dst_t), s.dst_t, c});
+      task_bytes += c * bytes_per_element;
+      if (task_bytes >= kTaskBytes) {
+        out.tasks.push_back(out.pieces.size());
+        task_bytes = 0;
+      }
+    }
+  }
+  if (out.tasks.back() != out.pieces.size()) out.tasks.push_back(out.pieces.size());
+}
+
+void Run(const PreparedCopy& copy, float scale, bool accumulate) {
+  const Shape sh = ShapeOf(copy);
+  if (copy.tasks.empty()) {
+    RunSegments(copy.pieces, sh, scale, accumulate, copy.stream);
+    return;
+  }
+  ThreadPool::Default().ParallelFor(copy.tasks.size() - 1, [&](size_t t) {
+    const absl::Span<const Segment> task(copy.pieces.data() + copy.tasks[t], copy.tasks[t + 1] - copy.tasks[t]);
+    RunSegments(task, sh, scale, accumulate, copy.stream);
+  });
+}
+
+void Copy(absl::Span<const Segment> segments, float scale, bool accumulate) {
+  const Shape sh = ShapeOf(segments);
+  if (!Parallel(sh.bytes)) {
+    RunSegments(segments, sh, scale, accumulate, sh.written >= kStreamBytes);
+    return;
+  }
+  PreparedCopy& prepared = ThreadPrepared();
+  Prepare(segments, prepared);
+  Run(prepared, scale, accumulate);
 }
 
 void UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_scale, int* found_inf) {

@@ -16,6 +16,10 @@ namespace weft {
 namespace kernels {
 namespace cpu {
 
+// One run with the type pair, accumulation and streaming fixed when it was
+// picked: dst[k] = convert(dst_t, scale * src[k]) (+ old dst[k]) for k < n.
+using RunFn = void (*)(const void* src, void* dst, size_t n, float scale);
+
 struct Isa {
   const char* name;
   // dst[k] = convert(dst_t, scale * src[k]) (+ old dst[k]) for k < n; src == nullptr writes zeros.
@@ -27,6 +31,16 @@ struct Isa {
   bool (*unscale)(void* x, DataType t, size_t n, float inv_scale);
   // The block sum of squares of kernels/types.h for n <= kNormBlock elements.
   double (*block_sum_of_squares)(const void* x, DataType t, size_t n);
+  // convert's vector loop for one float32/float16/bfloat16 pair, resolved
+  // once so that a loop over 10,000 tiny segments of that pair skips the
+  // per-call dispatch. nullptr when float64 is involved, and always in the
+  // portable set: use convert then. Ask only for copies that are not bit
+  // copies (reference::IsBitCopy): those are memcpy.
+  RunFn (*pick)(DataType src_t, DataType dst_t, bool accumulate, bool stream);
+  // Bit copies of n whole segments of `size`-byte elements (same type on both
+  // sides, scale 1): dst = src, or zeros where src is nullptr. The loop a
+  // bucket fill of many small float32 tensors spends its time in.
+  void (*copy_bits)(const Segment* segments, size_t n, size_t size);
 };
 
 const Isa& PortableIsa();

@@ -60,10 +60,24 @@ double BlockSumOfSquares(const void* x, DataType t, size_t n) {
   return lane[0];
 }
 
+// The element loop above is the whole portable set: nothing to resolve ahead.
+RunFn Pick(DataType, DataType, bool, bool) { return nullptr; }
+
+void CopyBits(const Segment* segments, size_t n, size_t size) {
+  for (size_t i = 0; i < n; ++i) {
+    const Segment& s = segments[i];
+    if (s.src != nullptr) {
+      std::memcpy(s.dst, s.src, s.count * size);
+    } else {
+      std::memset(s.dst, 0, s.count * size);
+    }
+  }
+}
+
 }  // namespace
 
 const Isa& PortableIsa() {
-  static const Isa isa{"portable", Convert, Unscale, BlockSumOfSquares};
+  static const Isa isa{"portable", Convert, Unscale, BlockSumOfSquares, Pick, CopyBits};
   return isa;
 }
 

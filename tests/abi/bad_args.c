@@ -236,6 +236,28 @@ int main(void) {
     EXPECT(weftShardGroupDestroy(group) == weftSuccess);
   }
 
+  /* Copy plans: Create checks what weftFlatten/weftUnflatten check. */
+  {
+    weftCopyPlan_t plan = NULL;
+    weftTensor_t t = {buf, 4, weftFloat32};
+    float flat[4] = {0, 0, 0, 0};
+    FAILS(weftFlattenPlanCreate(&t, 1, flat, weftFloat32, NULL, NULL), weftInvalidArgument, "plan is NULL");
+    FAILS(weftFlattenPlanCreate(NULL, 1, flat, weftFloat32, NULL, &plan), weftInvalidArgument, "srcs is NULL with n = 1");
+    FAILS(weftFlattenPlanCreate(&t, -1, flat, weftFloat32, NULL, &plan), weftInvalidArgument, "n = -1");
+    FAILS(weftFlattenPlanCreate(&t, 1, flat, (weftDataType_t)42, NULL, &plan), weftInvalidArgument, "dst_dtype = 42");
+    FAILS(weftFlattenPlanCreate(&t, 1, buf + 2, weftFloat32, NULL, &plan), weftInvalidArgument, "overlaps");
+    FAILS(weftUnflattenPlanCreate(NULL, weftFloat32, NULL, &t, 1, 0, &plan), weftInvalidArgument, "src is NULL");
+    EXPECT(plan == NULL);
+    FAILS(weftCopyPlanExecute(NULL, 1.0f, NULL), weftInvalidArgument, "plan is NULL");
+    FAILS(weftCopyPlanExecute((weftCopyPlan_t)(void*)buf, 1.0f, NULL), weftInvalidArgument, "not a live handle");
+    FAILS(weftCopyPlanDestroy(NULL), weftInvalidArgument, "plan is NULL");
+    EXPECT(weftFlattenPlanCreate(&t, 1, flat, weftFloat32, NULL, &plan) == weftSuccess && plan != NULL);
+    FAILS(weftCopyPlanExecute(plan, 1.0f, (void*)flat), weftInvalidArgument, "not a live weft host stream");
+    EXPECT(weftCopyPlanExecute(plan, 2.0f, NULL) == weftSuccess && flat[3] == 2.0f * buf[3]);
+    EXPECT(weftCopyPlanDestroy(plan) == weftSuccess);
+    FAILS(weftCopyPlanDestroy(plan), weftInvalidArgument, "not a live handle");
+  }
+
   /* After all of that the communicator still works. */
   EXPECT(weftAllReduce(buf, buf, 8, weftFloat32, weftSum, comm, NULL) == weftSuccess);
   EXPECT(buf[7] == 8.0f);

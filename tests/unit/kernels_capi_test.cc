@@ -60,4 +60,33 @@ TEST(KernelsCapi, ChunkCatAndSplitOnAHostStream) {
   ASSERT_EQ(weftStreamDestroy(stream), weftSuccess);
 }
 
+TEST(KernelsCapi, CopyPlansRunAgainWithNewContents) {
+  std::vector<float> a = {1, 2, 3}, b = {-4, 5};
+  weftTensor_t srcs[2] = {{a.data(), 3, weftFloat32}, {b.data(), 2, weftFloat32}};
+  std::vector<uint16_t> flat(7, 0xffff);
+  const size_t offsets[2] = {0, 5};  // a gap of two elements stays untouched
+  weftCopyPlan_t fill = nullptr, out = nullptr;
+  ASSERT_EQ(weftFlattenPlanCreate(srcs, 2, flat.data(), weftBfloat16, offsets, &fill), weftSuccess);
+  ASSERT_EQ(weftUnflattenPlanCreate(flat.data(), weftBfloat16, offsets, srcs, 2, 1, &out), weftSuccess);
+  ASSERT_EQ(weftCopyPlanExecute(fill, 0.5f, nullptr), weftSuccess);
+  EXPECT_EQ(flat, (std::vector<uint16_t>{0x3f00, 0x3f80, 0x3fc0, 0xffff, 0xffff, 0xc000, 0x4020}));
+  a[0] = 8;  // the plan reads the buffers' current contents
+  ASSERT_EQ(weftCopyPlanExecute(fill, 1.0f, nullptr), weftSuccess);
+  EXPECT_EQ(flat[0], 0x4100);  // 8
+  ASSERT_EQ(weftCopyPlanExecute(out, 1.0f, nullptr), weftSuccess);  // accumulates: a += flat
+  EXPECT_EQ(a, (std::vector<float>{16, 4, 6}));
+  EXPECT_EQ(b, (std::vector<float>{-8, 10}));
+
+  weftStream_t stream;
+  ASSERT_EQ(weftStreamCreate(&stream), weftSuccess);
+  ASSERT_EQ(weftCopyPlanExecute(fill, 2.0f, stream), weftSuccess);
+  ASSERT_EQ(weftCopyPlanDestroy(fill), weftSuccess);  // the enqueued run keeps what it needs
+  ASSERT_EQ(weftStreamSynchronize(stream), weftSuccess);
+  EXPECT_EQ(flat[0], 0x4200);  // 32
+  ASSERT_EQ(weftStreamDestroy(stream), weftSuccess);
+  ASSERT_EQ(weftCopyPlanDestroy(out), weftSuccess);
+  EXPECT_EQ(weftCopyPlanExecute(out, 1.0f, nullptr), weftInvalidArgument);
+  EXPECT_NE(LastError().find("not a live handle"), std::string::npos) << LastError();
+}
+
 }  // namespace

@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/memory.h"
 #include "core/stream.h"
+#include "kernels/copy_plan.h"
 #include "kernels/device.h"
 #include "kernels/kernels.h"
 
@@ -60,6 +62,17 @@ TEST_F(KernelsCheck, OverlapIsRefused) {
   std::vector<TensorRef> s = {{b.data(), 5, DataType::kFloat32}, {out.data() + 8, 5, DataType::kFloat32}};
   absl::Status st = Flatten(s, out.data(), DataType::kFloat32, nullptr, 1.0f, nullptr);
   EXPECT_THAT(Message(st), HasSubstr("srcs[1]"));
+  EXPECT_THAT(Message(st), HasSubstr("overlaps dst region of srcs[1]"));
+  // Sources out of address order, one of them inside the bucket's span
+  // (between two destination regions, not at either end).
+  std::vector<float> big(40, 1.0f);
+  std::vector<size_t> spread = {0, 8, 20};
+  std::vector<TensorRef> unordered = {{b.data(), 5, DataType::kFloat32},
+                                      {a.data(), 8, DataType::kFloat32},
+                                      {big.data() + 12, 4, DataType::kFloat32}};
+  if (b.data() < a.data()) std::swap(unordered[0], unordered[1]);  // a descending pair, whatever malloc did
+  st = Flatten(unordered, big.data(), DataType::kFloat32, spread.data(), 1.0f, nullptr);
+  EXPECT_THAT(Message(st), HasSubstr("srcs[2]"));
   EXPECT_THAT(Message(st), HasSubstr("overlaps dst region of srcs[1]"));
   // Two tensors written to the same place.
   st = Flatten(srcs(), out.data(), DataType::kFloat32, offsets.data(), 1.0f, nullptr);
@@ -176,6 +189,35 @@ TEST_F(KernelsDeviceRouting, DeviceMemoryGoesToTheHooks) {
   HostStream hs;
   st = Flatten(s, dev.data() + 16, DataType::kFloat32, nullptr, 1.0f, &hs);
   EXPECT_THAT(Message(st), HasSubstr("is a weft host stream, but the buffers are in CUDA memory"));
+}
+
+TEST_F(KernelsDeviceRouting, PlansOnDeviceMemoryGoToTheHooksOnEveryRun) {
+  RegisterDeviceKernels(&kRecording);
+  std::vector<TensorRef> s = {{dev.data(), 8, DataType::kFloat32}, {dev.data() + 8, 5, DataType::kFloat32}};
+  absl::StatusOr<CopyPlan> plan = CopyPlan::Unflatten(dev.data() + 16, DataType::kFloat32, nullptr, s, true);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->memory(), MemKind::kCuda);
+  int cuda_stream_stand_in = 0;
+  for (float scale : {0.5f, 2.0f}) {
+    recorded = {};
+    ASSERT_TRUE(plan->Run(scale, &cuda_stream_stand_in).ok());
+    ASSERT_EQ(recorded.segments.size(), 2u);
+    EXPECT_EQ(recorded.segments[1].src, dev.data() + 24);
+    EXPECT_EQ(recorded.segments[1].dst, dev.data() + 8);
+    EXPECT_EQ(recorded.scale, scale);
+    EXPECT_TRUE(recorded.accumulate);
+    EXPECT_EQ(recorded.stream, &cuda_stream_stand_in);
+  }
+  HostStream hs;
+  absl::Status st = plan->Run(1.0f, &hs);
+  EXPECT_THAT(Message(st), HasSubstr("is a weft host stream, but the buffers are in CUDA memory"));
+
+  absl::StatusOr<CopyPlan> mixed = CopyPlan::Flatten(srcs(), dev.data(), DataType::kFloat32, nullptr);
+  EXPECT_THAT(Message(mixed.status()), HasSubstr("mixed memory kinds"));
+  RegisterDeviceKernels(nullptr);
+  absl::StatusOr<CopyPlan> none = CopyPlan::Flatten(s, dev.data() + 16, DataType::kFloat32, nullptr);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(none.status()), HasSubstr("no device kernels"));
 }
 
 TEST_F(KernelsDeviceRouting, WithoutDeviceKernelsDeviceMemoryIsUnsupported) {

@@ -46,17 +46,11 @@ TEST(KernelsFlatten, EveryDtypePairMatchesReference) {
 
 TEST(KernelsFlatten, MixedSourceTypesWithOffsetsLeaveGapsAlone) {
   std::mt19937_64 rng(2);
-  std::uniform_int_distribution<size_t> size(0, 300), gap(0, 5);
   for (int n : {1, 2, 17, 500}) {
-    std::vector<size_t> sizes(n);
-    for (size_t& s : sizes) s = size(rng);
-    std::vector<size_t> offsets(n);
-    size_t end = 0;
-    for (int i = 0; i < n; ++i) {
-      end += gap(rng);
-      offsets[i] = end;
-      end += sizes[i];
-    }
+    const testing::GappedCase c = testing::MakeGappedCase(n, rng);
+    const std::vector<size_t>& sizes = c.sizes;
+    const std::vector<size_t>& offsets = c.offsets;
+    const size_t end = c.end;
     std::vector<Buffer> srcs = MakeTensors(sizes, DataType::kFloat32, true, rng);
     for (DataType dt : kFloatTypes) {
       Buffer got(dt, end, 1), want(dt, end, 1);
@@ -110,19 +104,12 @@ TEST(KernelsChunk, LayoutIsFsdp2ChunkCat) {
 
 TEST(KernelsChunk, MatchesReferenceForManyTensorsAndWorlds) {
   std::mt19937_64 rng(4);
-  std::uniform_int_distribution<size_t> size(0, 2000);
   for (int world : {1, 2, 3, 8}) {
     for (bool explicit_chunks : {false, true}) {
-      std::vector<size_t> sizes(37);
-      for (size_t& s : sizes) s = size(rng);
-      sizes[5] = 65537;
-      std::vector<size_t> chunks(sizes.size());
-      size_t slab = 0;
-      for (size_t i = 0; i < sizes.size(); ++i) {
-        chunks[i] = (sizes[i] + world - 1) / world + (explicit_chunks ? i % 3 : 0);
-        slab += chunks[i];
-      }
-      const size_t* cc = explicit_chunks ? chunks.data() : nullptr;
+      const testing::ChunkCase c = testing::MakeChunkCase(world, explicit_chunks, rng);
+      const std::vector<size_t>& sizes = c.sizes;
+      const size_t slab = c.slab;
+      const size_t* cc = explicit_chunks ? c.chunks.data() : nullptr;
       std::vector<Buffer> srcs = MakeTensors(sizes, DataType::kFloat32, true, rng);
       Buffer got(DataType::kBfloat16, slab * world, 1), want(DataType::kBfloat16, slab * world, 1);
       got.Poison();

@@ -5,7 +5,9 @@
 // destination within a vector.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,6 +72,87 @@ TEST(KernelsIsa, ConvertMatchesReference) {
           }
         }
       }
+    }
+  }
+}
+
+// The loops Isa::pick resolves ahead are the ones convert runs: the same
+// bits, for every pair it resolves, with and without accumulation and
+// streaming; float64 pairs are left to convert.
+TEST(KernelsIsa, PickedRunsMatchReference) {
+  std::mt19937_64 rng(12);
+  for (const cpu::Isa* isa : Isas()) {
+    for (DataType st : kFloatTypes) {
+      for (DataType dt : kFloatTypes) {
+        for (int mode = 0; mode < 3; ++mode) {
+          const bool acc = mode == 1, stream = mode == 2;
+          const cpu::RunFn fn = isa->pick(st, dt, acc, stream);
+          const bool wide = st == DataType::kFloat64 || dt == DataType::kFloat64;
+          if (fn == nullptr) {
+            EXPECT_TRUE(wide || std::string(isa->name) == "portable") << isa->name << " " << Name(st) << "->" << Name(dt);
+            continue;
+          }
+          EXPECT_FALSE(wide);
+          for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{33}, size_t{100}, size_t{4099}}) {
+            Buffer src(st, n, n % 5), got(dt, n, n % 7);
+            FillRandom(src, rng);
+            FillRandom(got, rng);
+            Buffer want = got;
+            fn(src.data(), got.data(), n, 0.3f);
+            for (size_t k = 0; k < n; ++k) reference::ConvertElement(src.data(), k, st, want.data(), k, dt, 0.3f, acc);
+            const long i = FirstDifference(got, want);
+            ASSERT_EQ(i, -1) << isa->name << " picked " << Name(st) << "->" << Name(dt) << " mode " << mode << " n=" << n
+                             << ": element " << i << " is " << Hex(got, i) << ", reference " << Hex(want, i);
+          }
+        }
+      }
+    }
+  }
+}
+
+// copy_bits moves every bit (signalling NaNs and payloads too) of segments
+// of every length around its vector width and its memcpy threshold, at odd
+// byte offsets, leaves the bytes around each destination alone, and zeroes
+// where the source is NULL.
+TEST(KernelsIsa, CopyBitsMovesExactlyTheSegments) {
+  std::mt19937_64 rng(13);
+  std::vector<size_t> counts;
+  for (size_t n = 0; n <= 70; ++n) counts.push_back(n);
+  for (size_t n : {127, 128, 129, 1023, 1024, 1025, 2049, 5000}) counts.push_back(n);
+  for (const cpu::Isa* isa : Isas()) {
+    for (size_t size : {2, 4, 8}) {
+      std::vector<unsigned char> src, dst;
+      std::vector<Segment> segs;
+      std::vector<size_t> at;  // where segment k starts in dst
+      size_t s_end = 0, d_end = 0;
+      for (size_t k = 0; k < counts.size(); ++k) {
+        s_end += size * (1 + k % 3);  // odd element offsets between segments
+        d_end += size * (1 + k % 5);
+        segs.push_back({reinterpret_cast<void*>(s_end), DataType::kFloat32, reinterpret_cast<void*>(d_end),
+                        DataType::kFloat32, counts[k]});
+        at.push_back(d_end);
+        s_end += counts[k] * size;
+        d_end += counts[k] * size;
+      }
+      src.resize(s_end + 64);
+      dst.resize(d_end + 64);
+      for (unsigned char& b : src) b = static_cast<unsigned char>(rng());
+      for (unsigned char& b : dst) b = static_cast<unsigned char>(rng());
+      std::vector<unsigned char> want = dst;
+      for (size_t k = 0; k < segs.size(); ++k) {
+        const bool zero = k % 11 == 7;
+        unsigned char* from = src.data() + reinterpret_cast<uintptr_t>(segs[k].src);
+        unsigned char* to = dst.data() + at[k];
+        if (zero) {
+          std::fill_n(want.data() + at[k], counts[k] * size, 0);
+        } else {
+          std::memcpy(want.data() + at[k], from, counts[k] * size);
+        }
+        segs[k].src = zero ? nullptr : from;
+        segs[k].dst = to;
+      }
+      isa->copy_bits(segs.data(), segs.size(), size);
+      ASSERT_EQ(dst, want) << isa->name << " element size " << size;
     }
   }
 }

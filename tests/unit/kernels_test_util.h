@@ -153,6 +153,49 @@ inline size_t Total(const std::vector<size_t>& sizes) {
   return n;
 }
 
+// n tensors of 0..300 elements placed in a flat buffer of `end` elements with
+// gaps of 0..5 elements before each (offsets[i] is where tensor i starts).
+struct GappedCase {
+  std::vector<size_t> sizes, offsets;
+  size_t end = 0;
+};
+
+inline GappedCase MakeGappedCase(int n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<size_t> size(0, 300), gap(0, 5);
+  GappedCase c;
+  for (int i = 0; i < n; ++i) {
+    c.sizes.push_back(size(rng));
+    c.end += gap(rng);
+    c.offsets.push_back(c.end);
+    c.end += c.sizes.back();
+  }
+  return c;
+}
+
+// A chunk-cat layout to test: 37 tensors of 0..2000 elements (one of 65537),
+// chunked for `world` ranks as FSDP2 does (ceil(count / world)) or, when
+// `explicit_chunks`, with chunk_counts up to 2 larger than needed; `slab` is
+// the sum of the chunks.
+struct ChunkCase {
+  std::vector<size_t> sizes, chunks;
+  size_t slab = 0;
+};
+
+inline ChunkCase MakeChunkCase(int world, bool explicit_chunks, std::mt19937_64& rng) {
+  std::uniform_int_distribution<size_t> size(0, 2000);
+  ChunkCase c;
+  c.sizes.resize(37);
+  for (size_t& s : c.sizes) s = size(rng);
+  c.sizes[5] = 65537;
+  c.chunks.resize(c.sizes.size());
+  const size_t w = static_cast<size_t>(world);
+  for (size_t i = 0; i < c.sizes.size(); ++i) {
+    c.chunks[i] = (c.sizes[i] + w - 1) / w + (explicit_chunks ? i % 3 : 0);
+    c.slab += c.chunks[i];
+  }
+  return c;
+}
+
 inline void ExpectSame(const Buffer& got, const Buffer& want, const std::string& what) {
   const long i = FirstDifference(got, want);
   EXPECT_EQ(i, -1) << what << ": element " << i << " is " << Hex(got, i) << ", reference " << Hex(want, i);
