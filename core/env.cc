@@ -36,6 +36,7 @@ Env Load() {
   e.timeout_ms = static_cast<int>(ReadInt("WEFT_TIMEOUT_MS", e.timeout_ms, 1LL << 30));
   e.segment_bytes = static_cast<size_t>(ReadInt("WEFT_SEGMENT_BYTES", 0, 1LL << 40));
   e.num_threads = static_cast<int>(ReadInt("WEFT_NUM_THREADS", 0, 1024));
+  e.shm = ReadInt("WEFT_SHM", 1, 1) != 0;
   return e;
 }
 
@@ -45,8 +46,10 @@ const Env& Env::Get() {
   static const Env env = [] {
     Env e = Load();
     if (e.log_level >= LogLevel::kInfo) {
-      std::fprintf(stderr, "weft INFO: pid %d env: WEFT_TIMEOUT_MS=%d WEFT_SEGMENT_BYTES=%zu WEFT_NUM_THREADS=%d\n",
-                   static_cast<int>(getpid()), e.timeout_ms, e.segment_bytes, e.num_threads);
+      std::fprintf(stderr,
+                   "weft INFO: pid %d env: WEFT_TIMEOUT_MS=%d WEFT_SEGMENT_BYTES=%zu WEFT_NUM_THREADS=%d "
+                   "WEFT_SHM=%d\n",
+                   static_cast<int>(getpid()), e.timeout_ms, e.segment_bytes, e.num_threads, e.shm ? 1 : 0);
     }
     return e;
   }();

@@ -4,6 +4,8 @@
 //   WEFT_TIMEOUT_MS     how long a host collective waits for peers (600000)
 //   WEFT_SEGMENT_BYTES  pipelining segment of the host backends (0: backend's choice)
 //   WEFT_NUM_THREADS    host kernel thread pool size (0: hardware threads, at most 8)
+//   WEFT_SHM            1 (default): host ranks that share a node move data
+//                       through shared memory; 0: point-to-point only
 //
 // Explicit settings (weftConfig_t fields) win over these.
 #ifndef WEFT_CORE_ENV_H_
@@ -23,6 +25,7 @@ struct Env {
   int timeout_ms = 600000;
   size_t segment_bytes = 0;
   int num_threads = 0;
+  bool shm = true;
 
   // Parsed on first use; logged at INFO. Bad values are warned about and ignored.
   static const Env& Get();

@@ -37,6 +37,16 @@ void CombineAccum(DataType t, RedOp op, void* acc, const void* other, size_t n);
 // dst[i] = narrow(acc[i] / nranks for avg, else acc[i]).
 void FromAccum(DataType t, RedOp op, int nranks, const void* acc, void* dst, size_t n);
 
+// out[0..n) = op over q = 0..nranks-1 of src(q)[0..n), combined in rank
+// order through `acc` (n elements of the accumulation type). `out` may be
+// one of the sources: it is written only after every source was read.
+template <typename SrcFn>
+void ReduceInRankOrder(DataType t, RedOp op, int nranks, SrcFn src, size_t n, void* acc, void* out) {
+  ToAccum(t, src(0), acc, n);
+  for (int q = 1; q < nranks; ++q) AccumulateInto(t, op, acc, src(q), n);
+  FromAccum(t, op, nranks, acc, out, n);
+}
+
 }  // namespace weft
 
 #endif  // WEFT_CORE_REDUCE_H_

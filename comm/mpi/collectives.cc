@@ -10,7 +10,6 @@
 // only on arguments all ranks share, so all ranks pick the same one.
 #include <algorithm>
 #include <cstring>
-#include <cstdlib>
 #include <vector>
 
 #include "comm/mpi/comm.h"
@@ -56,14 +55,6 @@ std::vector<Transfer> PeerExchange(int rank, int size, size_t bytes, SendFn send
 
 size_t AlignUp(size_t n) { return (n + 63) / 64 * 64; }
 
-// out = op over ranks q = 0..N-1 of src(q)[0..n), combined in rank order.
-template <typename SrcFn>
-void ReduceInRankOrder(DataType t, RedOp op, int size, SrcFn src, size_t n, void* acc, void* out) {
-  ToAccum(t, src(0), acc, n);
-  for (int q = 1; q < size; ++q) AccumulateInto(t, op, acc, src(q), n);
-  FromAccum(t, op, size, acc, out, n);
-}
-
 void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
 }
@@ -77,6 +68,7 @@ absl::Status MpiComm::DoAllReduce(const void* send, void* recv, size_t count, Da
     CopyIfDistinct(recv, send, bytes);
     return absl::OkStatus();
   }
+  if (shm_ != nullptr) return Shm(shm_->AllReduce(send, recv, count, t, op, Wait()));
   if (bytes <= DirectBytes()) {
     // Peers' inputs land in scratch at their rank's position.
     const size_t peers = AlignUp(bytes * static_cast<size_t>(size()));
@@ -88,7 +80,6 @@ absl::Status MpiComm::DoAllReduce(const void* send, void* recv, size_t count, Da
     ReduceInRankOrder(t, op, size(), src, count, scratch + peers, recv);
     return absl::OkStatus();
   }
-  if (getenv("WEFT_OOP_COPY") && send != recv) { std::memcpy(recv, send, bytes); send = recv; }
   RingSchedule::Args a{t, op, rank(), size(), true, true, send, nullptr, recv, count, 0, SegmentBytes(),
                        tuning_.window};
   RingSchedule ring(a, Scratch(RingSchedule::ScratchBytes(a)));
@@ -104,6 +95,7 @@ absl::Status MpiComm::DoReduceScatter(const void* send, void* recv, size_t recvc
     CopyIfDistinct(recv, send, block);
     return absl::OkStatus();
   }
+  if (shm_ != nullptr) return Shm(shm_->ReduceScatter(send, recv, recvcount, t, op, Wait()));
   if (block <= DirectBytes()) {
     const size_t blocks = AlignUp(block * static_cast<size_t>(size()));
     auto* scratch = static_cast<unsigned char*>(Scratch(blocks + recvcount * AccumSize(t)));
@@ -128,6 +120,7 @@ absl::Status MpiComm::DoAllGather(const void* send, void* recv, size_t sendcount
   auto* out = static_cast<unsigned char*>(recv);
   CopyIfDistinct(out + static_cast<size_t>(rank()) * block, send, block);
   if (size() == 1 || sendcount == 0) return absl::OkStatus();
+  if (shm_ != nullptr) return Shm(shm_->AllGather(send, recv, sendcount, t, Wait()));
   if (block <= DirectBytes()) {
     DirectSchedule s(PeerExchange(rank(), size(), block, [&](int) { return send; },
                                   [&](int from) { return out + static_cast<size_t>(from) * block; }));
@@ -144,6 +137,7 @@ absl::Status MpiComm::DoBroadcast(const void* send, void* recv, size_t count, Da
   const size_t bytes = count * ElementSize(t);
   if (rank() == root) CopyIfDistinct(recv, send, bytes);
   if (size() == 1 || bytes == 0) return absl::OkStatus();
+  if (shm_ != nullptr) return Shm(shm_->Broadcast(send, recv, bytes, root, Wait()));
   if (bytes <= DirectBytes()) {
     // The root sends to each peer on tag k = its distance - 1.
     std::vector<Transfer> v;

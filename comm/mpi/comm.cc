@@ -47,7 +47,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Wrap(MPI_Comm comm, const CommOpti
       return s;
     }
   }
-  return std::unique_ptr<Communicator>(new MpiComm(comm, rank, size, Oversubscribed(), options));
+  auto c = std::make_unique<MpiComm>(comm, rank, size, Oversubscribed(), options);
+  RETURN_IF_ERROR(c->AttachSharedMemory());
+  return std::unique_ptr<Communicator>(std::move(c));
 }
 
 }  // namespace
@@ -65,6 +67,17 @@ MpiComm::~MpiComm() {
   if (finalized) return;  // MPI freed every communicator itself
   CallLock lock;
   MPI_Comm_free(&comm_);
+}
+
+absl::Status MpiComm::AttachSharedMemory() {
+  const size_t round = options().segment_bytes != 0 ? SegmentBytes() : tuning_.shm_round_bytes;
+  ASSIGN_OR_RETURN(shm_, NodeShm::Create(comm_, rank(), size(), round, Wait()));
+  return absl::OkStatus();
+}
+
+absl::Status MpiComm::Shm(absl::Status s) {
+  if (!s.ok()) broken_ = s;
+  return s;
 }
 
 absl::Status MpiComm::Usable() const {
@@ -94,6 +107,7 @@ size_t MpiComm::SegmentBytes() const {
 
 absl::Status MpiComm::DoBarrier() {
   RETURN_IF_ERROR(Usable());
+  if (shm_ != nullptr) return Shm(shm_->Barrier(Wait()));
   MPI_Request req;
   {
     CallLock lock;

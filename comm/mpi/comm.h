@@ -26,6 +26,7 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi/pipeline.h"
+#include "comm/mpi/shm.h"
 
 namespace weft {
 namespace mpi {
@@ -41,6 +42,9 @@ struct Tuning {
   size_t direct_bytes = 16 << 10;
   // Polling without yielding when each rank on this node has a core.
   std::chrono::microseconds spin{200};
+  // Shared-memory rounds (shm.h), when every rank is on one node
+  // (CommOptions::segment_bytes overrides, as for the ring).
+  size_t shm_round_bytes = 256 << 10;
 };
 
 class MpiComm final : public Communicator {
@@ -49,6 +53,10 @@ class MpiComm final : public Communicator {
   // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
   MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const CommOptions& options);
   ~MpiComm() override;
+  // Collective: sets up the shared-memory path when every rank is on this
+  // node (and WEFT_SHM allows it). Errors only when the ranks could not agree.
+  absl::Status AttachSharedMemory();
+  bool shared_memory() const { return shm_ != nullptr; }
   Backend backend() const override { return Backend::kMpi; }
 
  protected:
@@ -68,6 +76,8 @@ class MpiComm final : public Communicator {
   absl::Status Usable() const;
   // Runs a schedule; a failure other than Aborted breaks the communicator.
   absl::Status Run(Schedule& s, int window);
+  // A shared-memory collective's status; a failure breaks the communicator.
+  absl::Status Shm(absl::Status s);
   // Scratch of at least `bytes` (new[]-aligned), reused across calls.
   void* Scratch(size_t bytes);
   size_t SegmentBytes() const;
@@ -81,6 +91,7 @@ class MpiComm final : public Communicator {
   Tuning tuning_;
   std::chrono::microseconds spin_;
   absl::Status broken_;  // set once, by the collective that failed
+  std::unique_ptr<NodeShm> shm_;  // null: point-to-point only
   std::unique_ptr<unsigned char[]> scratch_;
   size_t scratch_bytes_ = 0;
 };

@@ -44,9 +44,14 @@ absl::Status CheckMpi(int rc, const char* call, int peer) {
   return SystemError("%s failed: %s", call, ErrorString(rc));
 }
 
-Poller::Poller(const WaitSpec& w) : w_(w), last_progress_(std::chrono::steady_clock::now()) {}
+Backoff::Backoff(const WaitSpec& w) : w_(w), last_progress_(std::chrono::steady_clock::now()) {}
 
-absl::Status Poller::Idle() {
+void Backoff::Progress() {
+  idle_ = 0;
+  last_progress_ = std::chrono::steady_clock::now();
+}
+
+absl::Status Backoff::Idle() {
   if (w_.owner != nullptr && w_.owner->aborted()) {
     return Aborted("rank %d: the communicator was aborted while waiting", w_.rank);
   }
@@ -75,11 +80,10 @@ absl::StatusOr<int> Poller::Some(int n, MPI_Request* reqs, int* done) {
     RETURN_IF_ERROR(CheckMpi(rc, "MPI_Testsome"));
     if (count == MPI_UNDEFINED) return InternalError("polled %d requests, none active", n);
     if (count > 0) {
-      idle_ = 0;
-      last_progress_ = std::chrono::steady_clock::now();
+      backoff_.Progress();
       return count;
     }
-    RETURN_IF_ERROR(Idle());
+    RETURN_IF_ERROR(backoff_.Idle());
   }
 }
 

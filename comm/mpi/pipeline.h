@@ -73,20 +73,31 @@ struct WaitSpec {
   std::chrono::microseconds spin{0};
 };
 
+// How a polling loop waits: spin, then sched_yield, then short sleeps, with
+// timeout and abort checks. Call Idle() after each poll that found nothing
+// and Progress() after each that found something.
+class Backoff {
+ public:
+  explicit Backoff(const WaitSpec& w);
+  absl::Status Idle();
+  void Progress();
+
+ private:
+  WaitSpec w_;
+  int idle_ = 0;
+  std::chrono::steady_clock::time_point last_progress_;
+};
+
 // Polls requests with backoff, timeout and abort checks.
 class Poller {
  public:
-  explicit Poller(const WaitSpec& w);
+  explicit Poller(const WaitSpec& w) : backoff_(w) {}
   // Tests reqs[0..n): the number completed (their indices in `done`, and
   // reqs set to MPI_REQUEST_NULL), after backing off while none is.
   absl::StatusOr<int> Some(int n, MPI_Request* reqs, int* done);
 
  private:
-  absl::Status Idle();
-
-  WaitSpec w_;
-  int idle_ = 0;
-  std::chrono::steady_clock::time_point last_progress_;
+  Backoff backoff_;
 };
 
 // Waits for every request of reqs[0..n); `what` names them in a timeout.

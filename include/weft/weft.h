@@ -116,7 +116,8 @@ typedef struct {
   weftMemoryKind_t memory;  /* weftMemoryHost */
   int timeout_ms;           /* host backends: wait for peers at most this long; 0: $WEFT_TIMEOUT_MS or 600000 */
   int cuda_device;          /* NCCL: device ordinal; -1: the local rank modulo the device count */
-  size_t segment_bytes;     /* host backends: pipelining segment; 0: $WEFT_SEGMENT_BYTES or the backend's choice */
+  size_t segment_bytes;     /* host backends: pipelining segment (MPI on one node: shared-memory round);
+                               0: $WEFT_SEGMENT_BYTES or the backend's choice */
 } weftConfig_t;
 
 #define WEFT_CONFIG_INITIALIZER \

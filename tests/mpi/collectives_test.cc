@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi/bootstrap.h"
+#include "comm/mpi/comm.h"
 #include "comm/registry.h"
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
@@ -78,6 +79,18 @@ TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
   EXPECT_TRUE(mpi::Launched());
 }
 
+// Every rank of these tests runs on one node, so the backend takes the
+// shared-memory path unless WEFT_SHM=0 (the suite runs both ways).
+TEST(Mpi, SharedMemoryPathFollowsWeftShm) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  const auto* mpi_comm = dynamic_cast<const mpi::MpiComm*>(comm.get());
+  ASSERT_NE(mpi_comm, nullptr);
+  const char* shm = std::getenv("WEFT_SHM");
+  const bool want = comm->size() > 1 && (shm == nullptr || std::string(shm) != "0");
+  EXPECT_EQ(mpi_comm->shared_memory(), want) << "WEFT_SHM=" << (shm ? shm : "(unset)");
+}
+
 TEST(Mpi, CollectiveMatrix) {
   auto comm = World();
   ASSERT_NE(comm, nullptr);
@@ -85,7 +98,9 @@ TEST(Mpi, CollectiveMatrix) {
 }
 
 // A 256-byte segment sends every count above it (1000 elements of any type)
-// through the pipelined ring and chain, many lanes deep, for every dtype x op.
+// through the pipelined ring and chain, many lanes deep, or through many
+// shared-memory rounds (a few elements each at four ranks), for every
+// dtype x op.
 TEST(Mpi, PipelinedPathsWithSmallSegments) {
   CommOptions options;
   options.segment_bytes = 256;

@@ -1,0 +1,260 @@
+#include "comm/mpi/shm.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "comm/mpi/bootstrap.h"
+#include "core/env.h"
+#include "core/reduce.h"
+#include "core/status.h"
+
+namespace weft {
+namespace mpi {
+namespace {
+
+// Each rank's region: a page of control (its barrier flag, alone in its
+// cache line so polling peers never contend with its data), then two
+// staging buffers.
+constexpr size_t kPage = 4096;
+constexpr size_t kControl = kPage;
+// Chunks of a round start at multiples of this many elements, so the ranks
+// reducing neighbouring chunks never write one cache line.
+constexpr size_t kChunkQuantum = 64;
+constexpr size_t kNameBytes = 64;
+
+size_t PageAlign(size_t n) { return (n + kPage - 1) / kPage * kPage; }
+size_t Stride(size_t round_bytes) { return kControl + 2 * PageAlign(round_bytes); }
+
+// First element of chunk c of a round of n elements split over `size` ranks.
+size_t ChunkBegin(size_t n, int c, int size) {
+  const size_t units = (n + kChunkQuantum - 1) / kChunkQuantum;
+  return std::min(n, units * static_cast<size_t>(c) / static_cast<size_t>(size) * kChunkQuantum);
+}
+
+std::atomic_ref<uint64_t> Flag(void* region) { return std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(region)); }
+
+// Creates, sizes and maps a fresh segment (rank 0); the name goes in `name`.
+absl::StatusOr<void*> CreateSegment(size_t bytes, char (&name)[kNameBytes]) {
+  static std::atomic<unsigned> serial{0};
+  int fd = -1;
+  // The name only has to be new on this node: pid and a serial make it so,
+  // unless a dead process with a recycled pid left one behind (O_EXCL).
+  for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
+    std::snprintf(name, kNameBytes, "/weft-%d-%u", static_cast<int>(getpid()), serial++);
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) return SystemError("shm_open(%s) failed: %s", name, std::strerror(errno));
+  // Reserve the pages now: a full /dev/shm is then an error here, not a
+  // SIGBUS at the first write to an unbacked page.
+  int rc = ftruncate(fd, static_cast<off_t>(bytes));
+  if (rc == 0) rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  else rc = errno;
+  void* p = rc == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (rc == 0 && p == MAP_FAILED) rc = errno;
+  close(fd);
+  if (rc != 0) {
+    shm_unlink(name);
+    return SystemError("cannot allocate %zu bytes of shared memory in %s: %s", bytes, name, std::strerror(rc));
+  }
+  return p;
+}
+
+absl::StatusOr<void*> MapSegment(const char* name, size_t bytes) {
+  const int fd = shm_open(name, O_RDWR, 0600);
+  if (fd < 0) return SystemError("shm_open(%s) failed: %s", name, std::strerror(errno));
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) return SystemError("mmap of %s (%zu bytes) failed: %s", name, bytes, std::strerror(err));
+  return p;
+}
+
+// True when every rank of `comm` runs on this node.
+absl::StatusOr<bool> AllOnOneNode(MPI_Comm comm, int size) {
+  CallLock lock;
+  MPI_Comm node = MPI_COMM_NULL;
+  RETURN_IF_ERROR(CheckMpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                           "MPI_Comm_split_type"));
+  int node_size = 0;
+  const int rc = MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  RETURN_IF_ERROR(CheckMpi(rc, "MPI_Comm_size"));
+  return node_size == size;
+}
+
+}  // namespace
+
+template <typename SrcFn>
+void NodeShm::Reduce(DataType t, RedOp op, SrcFn src, size_t n, void* out) {
+  if (!AccumIsSelf(t)) {
+    ReduceInRankOrder(t, op, size_, src, n, Accum(n * AccumSize(t)), out);
+    return;
+  }
+  // float32, float64, int64: `out` is the accumulator, no widening passes.
+  if (out != src(0)) std::memcpy(out, src(0), n * ElementSize(t));
+  for (int q = 1; q < size_; ++q) AccumulateInto(t, op, out, src(q), n);
+  if (op == RedOp::kAvg) FromAccum(t, op, size_, out, out, n);
+}
+
+absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(MPI_Comm comm, int rank, int size, size_t round_bytes,
+                                                         const WaitSpec& wait) {
+  if (size < 2 || !Env::Get().shm) return std::unique_ptr<NodeShm>();
+  ASSIGN_OR_RETURN(const bool local, AllOnOneNode(comm, size));
+  if (!local) return std::unique_ptr<NodeShm>();
+  const size_t bytes = Stride(round_bytes) * static_cast<size_t>(size);
+
+  // Rank 0 creates the segment and sends its name ("" when it could not).
+  char name[kNameBytes] = {};
+  void* base = nullptr;
+  absl::Status local_error;
+  if (rank == 0) {
+    absl::StatusOr<void*> p = CreateSegment(bytes, name);
+    if (p.ok()) base = *p;
+    else local_error = p.status();
+    if (!p.ok()) name[0] = '\0';
+  }
+  MPI_Request req;
+  {
+    CallLock lock;
+    RETURN_IF_ERROR(CheckMpi(MPI_Ibcast(name, kNameBytes, MPI_CHAR, 0, comm, &req), "MPI_Ibcast"));
+  }
+  RETURN_IF_ERROR(WaitAll(1, &req, wait, "sharing the shared-memory segment's name"));
+  if (rank != 0 && name[0] != '\0') {
+    absl::StatusOr<void*> p = MapSegment(name, bytes);
+    if (p.ok()) base = *p;
+    else local_error = p.status();
+  }
+
+  // Use the segment only if every rank mapped it; after this all have
+  // tried, so rank 0 can unlink the name.
+  int ok = base != nullptr ? 1 : 0;
+  {
+    CallLock lock;
+    RETURN_IF_ERROR(CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm, &req), "MPI_Iallreduce"));
+  }
+  absl::Status agreed = WaitAll(1, &req, wait, "agreeing on the shared-memory segment");
+  if (rank == 0 && name[0] != '\0') shm_unlink(name);
+  if (!agreed.ok() || ok == 0) {
+    if (base != nullptr) munmap(base, bytes);
+    RETURN_IF_ERROR(agreed);
+    if (!local_error.ok()) {
+      Log(LogLevel::kWarn, "rank %d: no shared-memory collectives, using point-to-point: %s", rank,
+          local_error.message());
+    }
+    return std::unique_ptr<NodeShm>();
+  }
+  Log(LogLevel::kInfo, "rank %d of %d: shared-memory collectives, %zu-byte rounds", rank, size, round_bytes);
+  return std::unique_ptr<NodeShm>(new NodeShm(rank, size, round_bytes, base, bytes));
+}
+
+NodeShm::NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped)
+    : rank_(rank), size_(size), round_bytes_(round_bytes), base_(base), mapped_(mapped) {}
+
+NodeShm::~NodeShm() { munmap(base_, mapped_); }
+
+unsigned char* NodeShm::Buf(int q) const {
+  auto* region = static_cast<unsigned char*>(base_) + Stride(round_bytes_) * static_cast<size_t>(q);
+  return region + kControl + (round_ % 2) * PageAlign(round_bytes_);
+}
+
+void* NodeShm::Accum(size_t bytes) {
+  if (accum_.size() < bytes) accum_.resize(bytes);
+  return accum_.data();
+}
+
+absl::Status NodeShm::Barrier(const WaitSpec& w) {
+  ++epoch_;
+  const size_t stride = Stride(round_bytes_);
+  auto* base = static_cast<unsigned char*>(base_);
+  Flag(base + stride * static_cast<size_t>(rank_)).store(epoch_, std::memory_order_release);
+  Backoff backoff(w);
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    std::atomic_ref<uint64_t> flag = Flag(base + stride * static_cast<size_t>(q));
+    while (flag.load(std::memory_order_acquire) < epoch_) {
+      absl::Status s = backoff.Idle();
+      if (!s.ok()) return Annotate(s, absl::StrFormat("waiting for rank %d at a shared-memory barrier", q));
+    }
+    backoff.Progress();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
+                                const WaitSpec& w) {
+  const size_t es = ElementSize(t), per_round = std::max<size_t>(round_bytes_ / es, 1);
+  const auto* in = static_cast<const unsigned char*>(send);
+  auto* out = static_cast<unsigned char*>(recv);
+  for (size_t off = 0; off < count; off += per_round) {
+    const size_t n = std::min(per_round, count - off);
+    NextRound();
+    std::memcpy(Buf(rank_), in + off * es, n * es);
+    RETURN_IF_ERROR(Barrier(w));
+    // Chunk c's result goes over rank 0's copy of it, which only rank c
+    // reads in this phase: afterwards the whole round's result lies in
+    // rank 0's buffer, one copy away from every rank's output.
+    const size_t b = ChunkBegin(n, rank_, size_), len = ChunkBegin(n, rank_ + 1, size_) - b;
+    if (len > 0) Reduce(t, op, [&](int q) -> const void* { return Buf(q) + b * es; }, len, Buf(0) + b * es);
+    RETURN_IF_ERROR(Barrier(w));
+    std::memcpy(out + off * es, Buf(0), n * es);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
+                                    const WaitSpec& w) {
+  const size_t es = ElementSize(t), nr = static_cast<size_t>(size_);
+  const size_t per_round = std::max<size_t>(round_bytes_ / es / nr, 1);
+  const auto* in = static_cast<const unsigned char*>(send);
+  auto* out = static_cast<unsigned char*>(recv);
+  for (size_t off = 0; off < recvcount; off += per_round) {
+    const size_t n = std::min(per_round, recvcount - off);
+    NextRound();
+    for (size_t c = 0; c < nr; ++c) std::memcpy(Buf(rank_) + c * n * es, in + (c * recvcount + off) * es, n * es);
+    RETURN_IF_ERROR(Barrier(w));
+    const size_t mine = static_cast<size_t>(rank_) * n * es;
+    Reduce(t, op, [&](int q) -> const void* { return Buf(q) + mine; }, n, out + off * es);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, DataType t, const WaitSpec& w) {
+  const size_t es = ElementSize(t), per_round = std::max<size_t>(round_bytes_ / es, 1);
+  const auto* in = static_cast<const unsigned char*>(send);
+  auto* out = static_cast<unsigned char*>(recv);
+  for (size_t off = 0; off < sendcount; off += per_round) {
+    const size_t n = std::min(per_round, sendcount - off);
+    NextRound();
+    std::memcpy(Buf(rank_), in + off * es, n * es);
+    RETURN_IF_ERROR(Barrier(w));
+    for (int q = 0; q < size_; ++q) {
+      // This rank's own block comes from `send` (the caller already placed it).
+      if (q != rank_) std::memcpy(out + (static_cast<size_t>(q) * sendcount + off) * es, Buf(q), n * es);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeShm::Broadcast(const void* send, void* recv, size_t bytes, int root, const WaitSpec& w) {
+  const auto* in = static_cast<const unsigned char*>(send);
+  auto* out = static_cast<unsigned char*>(recv);
+  for (size_t off = 0; off < bytes; off += round_bytes_) {
+    const size_t n = std::min(round_bytes_, bytes - off);
+    NextRound();
+    if (rank_ == root) std::memcpy(Buf(root), in + off, n);
+    RETURN_IF_ERROR(Barrier(w));
+    if (rank_ != root) std::memcpy(out + off, Buf(root), n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mpi
+}  // namespace weft
