@@ -49,6 +49,7 @@ Reducer::Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerO
                  std::unique_ptr<DeviceSide> dev)
     : comm_(comm), grads_(std::move(grads)), options_(options), dev_(std::move(dev)),
       stats_(std::make_shared<StatsBox>()) {
+  if (!dev_) stream_.emplace();
   const size_t n = grads_.size();
   ptr_.assign(n, nullptr);
   marks_.assign(n, 0);
@@ -61,7 +62,7 @@ Reducer::Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerO
 
 Reducer::~Reducer() {
   if (!dev_) {
-    (void)stream_.Synchronize();
+    (void)stream_->Synchronize();
     return;
   }
   // Device memory goes back on the comm stream, which DeviceSide's
@@ -269,7 +270,7 @@ absl::Status Reducer::Finalize(void* stream) {
   }
   absl::Status st = launch_error_;
   if (!dev_) {
-    const absl::Status synced = stream_.Synchronize();
+    const absl::Status synced = stream_->Synchronize();
     if (st.ok()) st = synced;
   } else if (st.ok()) {
     st = comm_->async_error();  // NCCL's, polled by its watchdog

@@ -191,7 +191,9 @@ class Reducer {
   bool active_ = false;  // a backward is in progress: something was marked
 
   std::shared_ptr<StatsBox> stats_;
-  HostStream stream_;  // last member: destroyed (drained) first
+  // Host memory only (a CUDA reducer has no host thread); last member:
+  // destroyed (drained) first.
+  std::optional<HostStream> stream_;
 };
 
 }  // namespace shard

@@ -198,14 +198,14 @@ void Reducer::LaunchOnHost(int b, size_t k, std::shared_ptr<CopyList> part, unsi
   const BucketMath m = Math(bs.layout);
   const DataType dt = bs.layout.dtype;
   auto started = std::make_shared<Clock::time_point>();
-  stream_.Enqueue([part, at, dt, m, started] {
+  stream_->Enqueue([part, at, dt, m, started] {
     *started = Clock::now();
     if (part->tensors.empty()) return absl::OkStatus();
     return kernels::Flatten(part->tensors, at, dt, part->offsets.data(), m.scale_in, nullptr);
   });
-  Note(comm_->AllReduce(at, at, n, dt, m.op, &stream_));
+  Note(comm_->AllReduce(at, at, n, dt, m.op, &*stream_));
   const bool last = k + 1 == bs.segments();
-  stream_.Enqueue([part, at, dt, m, started, last, stats = stats_] {
+  stream_->Enqueue([part, at, dt, m, started, last, stats = stats_] {
     absl::Status st;
     if (!part->tensors.empty()) {
       st = kernels::Unflatten(at, dt, part->offsets.data(), part->tensors, m.scale_out, false, nullptr);
