@@ -245,7 +245,7 @@ TEST_F(ReducerGpu, SeparateBuffersOrderedByEvents) {
     for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, g.dev(i), stream_), g.values(i), kMirrorAvg, i);
   }
   EXPECT_EQ((*r)->layout_version(), 1);
-  EXPECT_GT(comm.all_reduces(), 3 * 3);
+  EXPECT_GE(comm.all_reduces(), 3 * 3);  // at least 3 buckets, each one all-reduce per backward
 }
 
 TEST_F(ReducerGpu, GradientAsBucketView) {
