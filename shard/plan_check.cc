@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/status.h"
+#include "shard/staging.h"
 
 namespace weft {
 namespace shard {
@@ -39,7 +40,7 @@ absl::Status CheckSamePlanInputs(Communicator& comm, absl::Span<const GradSpec> 
   header[1] = n;
   for (size_t i = 0; i < option_words.size(); ++i) header[2 + i] = option_words[i];
   std::vector<int64_t> all(static_cast<size_t>(P) * kHeaderWords);
-  RETURN_IF_ERROR(comm.AllGather(header.data(), all.data(), kHeaderWords, DataType::kInt64, nullptr));
+  RETURN_IF_ERROR(StagedAllGather(comm, header.data(), all.data(), kHeaderWords, DataType::kInt64));
   auto at = [&](int r, int w) { return all[static_cast<size_t>(r) * kHeaderWords + w]; };
 
   if (!local.ok()) return local;
@@ -70,7 +71,7 @@ absl::Status CheckSamePlanInputs(Communicator& comm, absl::Span<const GradSpec> 
     mine[2 * i + 1] = static_cast<int64_t>(grads[i].dtype) | (static_cast<int64_t>(grads[i].memory) << 8);
   }
   std::vector<int64_t> every(static_cast<size_t>(P) * mine.size());
-  RETURN_IF_ERROR(comm.AllGather(mine.data(), every.data(), mine.size(), DataType::kInt64, nullptr));
+  RETURN_IF_ERROR(StagedAllGather(comm, mine.data(), every.data(), mine.size(), DataType::kInt64));
   const size_t words = mine.size();
   for (size_t i = 0; i < grads.size(); ++i) {
     std::vector<int> differ;

@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "shard/plan_check.h"
 #include "shard/reducer_state.h"
+#include "shard/staging.h"
 
 namespace weft {
 namespace shard {
@@ -44,8 +45,11 @@ absl::Status CheckOptions(const ReducerOptions& o) {
 
 }  // namespace
 
-Reducer::Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerOptions& options)
-    : comm_(comm), grads_(std::move(grads)), options_(options), stats_(std::make_shared<StatsBox>()) {
+Reducer::Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerOptions& options,
+                 std::unique_ptr<DeviceSide> dev)
+    : comm_(comm), grads_(std::move(grads)), options_(options), dev_(std::move(dev)),
+      stats_(std::make_shared<StatsBox>()) {
+  if (!dev_) stream_.emplace();
   const size_t n = grads_.size();
   ptr_.assign(n, nullptr);
   marks_.assign(n, 0);
@@ -56,14 +60,43 @@ Reducer::Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerO
   saved_.resize(n);
 }
 
-Reducer::~Reducer() { (void)stream_.Synchronize(); }
+Reducer::~Reducer() {
+  if (!dev_) {
+    (void)stream_->Synchronize();
+    return;
+  }
+  // Device memory goes back on the comm stream, which DeviceSide's
+  // destructor then waits for: nothing else on the device is waited for.
+  DeviceScope on(dev_->rt(), dev_->device());
+  saved_.clear();
+  buckets_.clear();
+  dev_.reset();
+}
 
 absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, std::vector<GradSpec> grads,
                                                          const ReducerOptions& options) {
   if (comm == nullptr) return InvalidArgument("comm is NULL");
-  if (comm->memory() != MemKind::kHost) {
-    return Unsupported("the reducer runs on host-memory communicators in this build (comm has %s memory)",
-                       Name(comm->memory()));
+  // CUDA: every rank fails here alike when the build or the machine has no
+  // CUDA, before the plan check (which itself needs the device).
+  std::unique_ptr<DeviceSide> dev;
+  std::optional<DeviceScope> on;
+  if (comm->memory() == MemKind::kCuda) {
+    ASSIGN_OR_RETURN(const DeviceRuntime* rt, RequireDeviceRuntime("the reducer"));
+    absl::StatusOr<int> count = rt->DeviceCount();
+    if (!count.ok()) return Annotate(count.status(), "the reducer on a CUDA communicator");
+    int device = comm->options().cuda_device;
+    if (device < 0) {
+      absl::StatusOr<int> current = rt->CurrentDevice();
+      if (!current.ok()) return Annotate(current.status(), "the reducer's CUDA device (the current one)");
+      device = *current;
+    }
+    if (device >= *count) {
+      return InvalidArgument("the communicator's cuda_device = %d, but this machine has %d CUDA device(s)", device,
+                             *count);
+    }
+    ASSIGN_OR_RETURN(dev, DeviceSide::Create(device, static_cast<int>(grads.size())));
+    on.emplace(rt, device);
+    RETURN_IF_ERROR(on->status());
   }
   absl::Status local = CheckOptions(options);
   for (size_t i = 0; local.ok() && i < grads.size(); ++i) {
@@ -84,10 +117,13 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, std
                                "gradient_as_bucket_view << 3)",
                                "segment_bytes"};
   RETURN_IF_ERROR(CheckSamePlanInputs(*comm, grads, words, names, local));
-  std::unique_ptr<Reducer> r(new Reducer(comm, std::move(grads), options));
+  std::unique_ptr<Reducer> r(new Reducer(comm, std::move(grads), options, std::move(dev)));
   std::lock_guard<std::mutex> lock(r->mu_);
   RETURN_IF_ERROR(r->Layout(PlanOptionsFor(options)));
   r->ResetIteration();
+  // The zero-filled buckets are ready for any stream (view mode hands out
+  // slots): the one host wait of a CUDA reducer's creation.
+  if (r->dev_) RETURN_IF_ERROR(r->dev_->Synchronize());
   return r;
 }
 
@@ -124,7 +160,7 @@ absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(CheckIndex(index));
   const GradSpec& spec = grads_[index];
-  if (stream != nullptr) {
+  if (stream != nullptr && !dev_) {
     return InvalidArgument("stream = %p: for host memory pass NULL (the reducer overlaps on its own stream)",
                            stream);
   }
@@ -150,6 +186,12 @@ absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {
     return InvalidUsage("gradient %s was marked ready twice in one backward: with activation checkpointing a "
                         "gradient is produced once per recomputation; create the reducer with static_graph to "
                         "count the marks", GradLabel(grads_, index));
+  }
+  std::optional<DeviceScope> on;  // CUDA: for the event and any launch below
+  RETURN_IF_ERROR(EnterDevice(on));
+  if (dev_) {
+    RETURN_IF_ERROR(dev_->Produced(index, stream));  // before any change: a failure refuses the call
+    last_stream_ = stream;
   }
   ptr_[index] = grad;
   ++marks_[index];
@@ -177,6 +219,8 @@ absl::Status Reducer::MarkUnused(int index) {
   if (unused_[index]) {
     return InvalidUsage("gradient %s was marked unused twice in one backward", GradLabel(grads_, index));
   }
+  std::optional<DeviceScope> on;
+  RETURN_IF_ERROR(EnterDevice(on));
   ZeroSlot(index);
   unused_[index] = 1;
   active_ = true;
@@ -187,7 +231,7 @@ absl::Status Reducer::MarkUnused(int index) {
 
 absl::Status Reducer::Finalize(void* stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stream != nullptr) {
+  if (stream != nullptr && !dev_) {
     return InvalidArgument("stream = %p: for host memory pass NULL (Finalize blocks)", stream);
   }
   if (!sync_) return absl::OkStatus();
@@ -208,6 +252,9 @@ absl::Status Reducer::Finalize(void* stream) {
                         missing.size(), num_grads(), Labels(missing));
   }
 
+  std::optional<DeviceScope> on;
+  RETURN_IF_ERROR(EnterDevice(on));
+  if (dev_) last_stream_ = stream;
   if (learning) {
     for (int g = 0; g < num_grads(); ++g) expected_[g] = std::max(1, marks_[g]);
     for (int g : std::vector<int>(ready_order_)) {
@@ -222,19 +269,31 @@ absl::Status Reducer::Finalize(void* stream) {
     SlotIn(g);
   }
   absl::Status st = launch_error_;
-  // Every gradient marked here is used; the bitmap tells which of the others
-  // some rank used (GradUsed), after the buckets on the same stream.
-  if (options_.find_unused && st.ok()) {
-    st = comm_->AllReduce(used_.data(), used_.data(), used_.size(), DataType::kUint8, RedOp::kMax, &stream_);
+  if (!dev_) {
+    const absl::Status synced = stream_->Synchronize();
+    if (st.ok()) st = synced;
+  } else if (st.ok()) {
+    st = comm_->async_error();  // NCCL's, polled by its watchdog
   }
-  const absl::Status synced = stream_.Synchronize();
-  if (st.ok()) st = synced;
+  // Every gradient marked here is used; the bitmap tells which of the others
+  // some rank used (GradUsed). CUDA: after the buckets on the comm stream,
+  // and the host waits for it.
+  if (options_.find_unused && st.ok()) {
+    st = StagedAllReduce(*comm_, used_.data(), used_.size(), DataType::kUint8, RedOp::kMax, CommStream());
+  }
   if (options_.find_unused && st.ok()) {
     RestoreUnusedEverywhere();
     used_anywhere_ = used_;
   }
   ++iterations_;
   if (st.ok() && options_.rebuild_buckets && !rebuilt_) st = Rebuild();
+  if (st.ok()) st = launch_error_;  // the restores and the rebuild's copies
+  // CUDA: the caller's stream continues after the copy-outs (and any
+  // rebuild), even after an error, so it never reads a half-written bucket.
+  if (dev_) {
+    const absl::Status handed = dev_->Handoff(stream);
+    if (st.ok()) st = handed;
+  }
   ResetIteration();
   return st;
 }

@@ -5,9 +5,12 @@
 // during each backward it calls MarkReady as each gradient is produced (from
 // any thread, in any order); the reducer copies a bucket in (the flatten
 // kernel, with the division by the world size fused) as its gradients come
-// in and all-reduces it on its own host stream while backward goes on, one
-// cache-sized segment at a time; Finalize waits for the averages to be
-// copied back (unflatten).
+// in and all-reduces it on its own stream while backward goes on; Finalize
+// has the averages copied back (unflatten). On host memory that stream is a
+// HostStream working one cache-sized segment at a time, and Finalize waits
+// for it; on CUDA memory it is a CUDA stream ordered after the callers'
+// streams by events, and Finalize makes the caller's stream wait for it
+// without any host wait (shard/reducer_device.h).
 //
 //   ASSIGN_OR_RETURN(auto r, Reducer::Create(comm, grads, ReducerOptions{}));  // collective
 //   for each step:
@@ -49,8 +52,10 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
+#include "core/device_runtime.h"
 #include "core/stream.h"
 #include "shard/bucket_plan.h"
+#include "shard/reducer_device.h"
 
 namespace weft {
 namespace shard {
@@ -63,22 +68,28 @@ struct ReducerOptions {
   bool static_graph = false;           // count the marks of the first backward and expect them after
   bool rebuild_buckets = true;         // re-plan once from rank 0's ready order after the first backward
   bool gradient_as_bucket_view = false;
-  // Each bucket's copy-in, all-reduce and copy-out run in pieces of this
-  // size, so each piece is copied and reduced while in cache.
+  // Host memory: each bucket's copy-in, all-reduce and copy-out run in
+  // pieces of this size, so each piece is copied and reduced while in
+  // cache. CUDA memory: a bucket is one piece (NCCL pipelines it itself).
   size_t segment_bytes = size_t{2} << 20;
 };
 
 // Time the comm stream spent on bucket work (copy-in, all-reduce, copy-out).
 struct ReducerStats {
-  double comm_seconds = 0;  // since the last ResetStats
+  double comm_seconds = 0;  // since the last ResetStats; host memory only (0 on CUDA)
   int64_t buckets_launched = 0;  // buckets whose last segment was launched (empty ones have none)
 };
+
+struct CopyList;
 
 class Reducer {
  public:
   // Collective over `comm` (which must outlive the reducer): compares every
   // rank's gradient list and options, then plans. A mismatch is InvalidUsage
-  // naming the first differing gradient and the ranks that disagree.
+  // naming the first differing gradient and the ranks that disagree. A CUDA
+  // communicator's reducer lives on comm->options().cuda_device, or when
+  // that is -1 on the device current at the call; without CUDA (or without a
+  // usable device) it is Unsupported with the reason.
   static absl::StatusOr<std::unique_ptr<Reducer>> Create(Communicator* comm, std::vector<GradSpec> grads,
                                                          const ReducerOptions& options);
   ~Reducer();  // waits for launched work
@@ -87,12 +98,19 @@ class Reducer {
 
   // `grad` holds grads[index] (count elements of its dtype) and must stay
   // valid and unchanged until Finalize returns. Any thread. Host memory:
-  // `stream` must be nullptr.
+  // `stream` must be nullptr. CUDA memory: `stream` (a cudaStream_t, nullptr
+  // for the legacy default stream) is where `grad` is produced; the reducer
+  // reads it only after the work enqueued there so far.
   absl::Status MarkReady(int index, void* grad, void* stream);
-  // This gradient takes no part in this backward: its slot is zero-filled.
+  // This gradient takes no part in this backward: its slot is zero-filled
+  // (CUDA, view mode: after the work on the stream last given to MarkReady
+  // or Finalize, since the slot is the framework's gradient).
   absl::Status MarkUnused(int index);
-  // Waits for every bucket; every grad passed to MarkReady holds the average.
-  // Refused (nothing changes) when gradients are missing outside find-unused mode.
+  // Every grad passed to MarkReady holds the average: host memory, when it
+  // returns; CUDA memory, for work enqueued on `stream` after the call (the
+  // host waits only in find-unused mode, for the used-bitmap, and at the
+  // one rebuild). Refused (nothing changes) when gradients are missing
+  // outside find-unused mode.
   absl::Status Finalize(void* stream);
   // sync = false: MarkReady/Finalize communicate nothing (the framework
   // accumulates); refused in the middle of a backward.
@@ -116,16 +134,26 @@ class Reducer {
   struct BucketState;
   struct StatsBox;
   struct BucketMath;
-  Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerOptions& options);
+  Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerOptions& options,
+          std::unique_ptr<DeviceSide> dev);
 
   // All below run under mu_.
+  absl::Status EnterDevice(std::optional<DeviceScope>& on) const;  // CUDA: the reducer's device, for a call
   absl::Status Layout(const PlanOptions& plan_options);  // (re)plans and allocates buffers
   absl::Status CheckIndex(int index) const;
   void SlotIn(int g);     // gradient g is in: its segments' pending--, launch what is ready
   void LaunchReady();     // launches segments in order while the next one is complete
   void Launch(int b, size_t k);  // enqueues segment k of bucket b: copy-in, all-reduce, copy-out
+  void LaunchOnHost(int b, size_t k, std::shared_ptr<CopyList> part, unsigned char* at, size_t n);
+  void LaunchOnDevice(int b, std::shared_ptr<CopyList> part, unsigned char* at, size_t n);
   void ZeroSlot(int g);                 // a gradient that took no part contributes zeros
   void RestoreUnusedEverywhere();       // after the used-bitmap: view mode's unused slots get their values back
+  // Bucket memory, in place: memset/memcpy on host, on the comm stream on CUDA.
+  absl::StatusOr<std::unique_ptr<Buffer>> NewBuffer(size_t bytes);
+  absl::Status Zero(void* p, size_t bytes);
+  absl::Status CopyBytes(void* dst, const void* src, size_t bytes);
+  void Note(const absl::Status& s);     // keeps the first error of work launched in this backward
+  void* CommStream() const;             // CUDA: the comm stream; host: nullptr
   BucketMath Math(const Bucket& bk) const;
   absl::Status Rebuild();  // collective: rank 0's ready order to all, re-plan
   void ResetIteration();
@@ -137,6 +165,9 @@ class Reducer {
   const ReducerOptions options_;
 
   mutable std::mutex mu_;
+  // CUDA memory only (else null); before every member holding its memory,
+  // so it is destroyed after them.
+  std::unique_ptr<DeviceSide> dev_;
   BucketPlan plan_;
   std::vector<std::unique_ptr<BucketState>> buckets_;
   int layout_version_ = 0;
@@ -152,14 +183,17 @@ class Reducer {
   std::vector<uint8_t> used_;     // in (marked ready); all-reduced with max in find-unused mode
   std::vector<uint8_t> unused_;   // MarkUnused'd (or missing at a find-unused Finalize)
   std::vector<uint8_t> used_anywhere_;  // the last find-unused Finalize's verdict
-  std::vector<std::vector<unsigned char>> saved_;  // view + find-unused: zeroed slots' old values
+  std::vector<std::unique_ptr<Buffer>> saved_;  // view + find-unused: zeroed slots' old values
+  void* last_stream_ = nullptr;   // CUDA: the stream last given to MarkReady or Finalize
   std::vector<int> ready_order_;  // gradients in the order they came in
   int next_bucket_ = 0;  // the next segment to launch: (bucket, segment)
   size_t next_segment_ = 0;
   bool active_ = false;  // a backward is in progress: something was marked
 
   std::shared_ptr<StatsBox> stats_;
-  HostStream stream_;  // last member: destroyed (drained) first
+  // Host memory only (a CUDA reducer has no host thread); last member:
+  // destroyed (drained) first.
+  std::optional<HostStream> stream_;
 };
 
 }  // namespace shard

@@ -1,5 +1,7 @@
 // The reducer's bucket side: buffers, layout and rebuild, and the work each
-// bucket enqueues on the comm stream (copy-in, all-reduce, copy-out).
+// bucket enqueues on the comm stream (copy-in, all-reduce, copy-out): a
+// HostStream for host memory, a CUDA stream for device memory
+// (shard/reducer_device.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,18 +12,62 @@
 #include "kernels/kernels.h"
 #include "shard/reducer.h"
 #include "shard/reducer_state.h"
+#include "shard/staging.h"
 
 namespace weft {
 namespace shard {
 
 using Clock = std::chrono::steady_clock;
 
-Reducer::Buffer::Buffer(size_t n)
-    : bytes(n), data(static_cast<unsigned char*>(::operator new(n == 0 ? 1 : n, std::align_val_t(kAlign)))) {
-  std::memset(data, 0, bytes);  // alignment gaps and padding stay zero forever
+absl::StatusOr<std::unique_ptr<Reducer::Buffer>> Reducer::Buffer::Make(size_t n, DeviceSide* dev) {
+  std::unique_ptr<Buffer> b(new Buffer());
+  b->bytes = n;
+  b->dev = dev;
+  if (dev != nullptr) {
+    ASSIGN_OR_RETURN(void* p, dev->Alloc(n));  // zero-filled on the comm stream
+    b->data = static_cast<unsigned char*>(p);
+    return b;
+  }
+  b->data = static_cast<unsigned char*>(::operator new(n == 0 ? 1 : n, std::align_val_t(kAlign)));
+  std::memset(b->data, 0, n);  // alignment gaps and padding stay zero forever
+  return b;
 }
 
-Reducer::Buffer::~Buffer() { ::operator delete(data, std::align_val_t(kAlign)); }
+Reducer::Buffer::~Buffer() {
+  if (dev != nullptr) {
+    dev->Free(data);
+  } else {
+    ::operator delete(data, std::align_val_t(kAlign));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Reducer::Buffer>> Reducer::NewBuffer(size_t bytes) {
+  return Buffer::Make(bytes, dev_.get());
+}
+
+absl::Status Reducer::Zero(void* p, size_t bytes) {
+  if (dev_) return dev_->Zero(p, bytes);
+  std::memset(p, 0, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::CopyBytes(void* dst, const void* src, size_t bytes) {
+  if (dev_) return dev_->Copy(dst, src, bytes);
+  std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+void Reducer::Note(const absl::Status& s) {
+  if (!s.ok() && launch_error_.ok()) launch_error_ = s;
+}
+
+void* Reducer::CommStream() const { return dev_ ? dev_->stream() : nullptr; }
+
+absl::Status Reducer::EnterDevice(std::optional<DeviceScope>& on) const {
+  if (!dev_) return absl::OkStatus();
+  on.emplace(dev_->rt(), dev_->device());
+  return Annotate(on->status(), "the reducer's CUDA device");
+}
 
 void* Reducer::SlotPtr(int g) const {
   const int b = plan_.bucket_of[g];
@@ -35,8 +81,11 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
   for (const Bucket& bk : plan.buckets) {
     auto bs = std::make_unique<BucketState>();
     bs->layout = bk;
-    bs->buf = std::make_unique<Buffer>(bk.bytes());
-    bs->seg_elems = std::max<size_t>(options_.segment_bytes / ElementSize(bk.dtype), 1);
+    ASSIGN_OR_RETURN(bs->buf, NewBuffer(bk.bytes()));
+    // On CUDA a bucket is one segment: NCCL pipelines a large message itself,
+    // and each launch costs a kernel and a collective.
+    bs->seg_elems = dev_ ? std::max<size_t>(bk.length, 1)
+                         : std::max<size_t>(options_.segment_bytes / ElementSize(bk.dtype), 1);
     bs->seg_grads.assign((bk.length + bs->seg_elems - 1) / bs->seg_elems, 0);
     for (size_t s = 0; s < bk.grads.size(); ++s) {
       const size_t count = grads_[bk.grads[s]].count;
@@ -53,7 +102,7 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
     for (int g = 0; g < num_grads(); ++g) {
       const Bucket& nb = plan.buckets[plan.bucket_of[g]];
       void* dst = buckets[plan.bucket_of[g]]->buf->data + nb.offsets[plan.slot_of[g]] * ElementSize(nb.dtype);
-      std::memcpy(dst, SlotPtr(g), grads_[g].count * ElementSize(nb.dtype));
+      RETURN_IF_ERROR(CopyBytes(dst, SlotPtr(g), grads_[g].count * ElementSize(nb.dtype)));
     }
   }
   const bool relayout = !buckets_.empty();
@@ -68,7 +117,7 @@ absl::Status Reducer::Rebuild() {
   const int n = num_grads();
   if (static_cast<int>(ready_order_.size()) != n || n == 0) return absl::OkStatus();
   std::vector<int32_t> order(ready_order_.begin(), ready_order_.end());
-  RETURN_IF_ERROR(comm_->Broadcast(order.data(), order.data(), n, DataType::kInt32, 0, nullptr));
+  RETURN_IF_ERROR(StagedBroadcast(*comm_, order.data(), n, DataType::kInt32, 0, CommStream()));
   PlanOptions po = PlanOptionsFor(options_);
   po.order.assign(order.begin(), order.end());
   ASSIGN_OR_RETURN(BucketPlan plan, PlanBuckets(grads_, po));
@@ -77,6 +126,9 @@ absl::Status Reducer::Rebuild() {
     same = plan.buckets[b].grads == plan_.buckets[b].grads;
   }
   if (same) return absl::OkStatus();
+  // CUDA: the old slots are copied and freed on the comm stream; work the
+  // caller enqueued before Finalize may still read them (view mode).
+  if (dev_) RETURN_IF_ERROR(dev_->After(last_stream_));
   return Layout(po);
 }
 
@@ -123,8 +175,6 @@ Reducer::BucketMath Reducer::Math(const Bucket& bk) const {
 void Reducer::Launch(int b, size_t k) {
   const BucketState& bs = *buckets_[b];
   const Bucket& bk = bs.layout;
-  const BucketMath m = Math(bk);
-  const size_t es = ElementSize(bk.dtype);
   const size_t s0 = k * bs.seg_elems, s1 = std::min(bk.length, s0 + bs.seg_elems);
   auto part = std::make_shared<CopyList>();  // the pieces of gradients inside [s0, s1)
   for (size_t s = 0; s < bk.grads.size(); ++s) {
@@ -135,17 +185,27 @@ void Reducer::Launch(int b, size_t k) {
     part->tensors.push_back({p, hi - lo, grads_[g].dtype});
     part->offsets.push_back(lo - s0);
   }
-  unsigned char* at = bs.buf->data + s0 * es;
+  unsigned char* at = bs.buf->data + s0 * ElementSize(bk.dtype);
+  if (dev_) {
+    LaunchOnDevice(b, std::move(part), at, s1 - s0);
+  } else {
+    LaunchOnHost(b, k, std::move(part), at, s1 - s0);
+  }
+}
+
+void Reducer::LaunchOnHost(int b, size_t k, std::shared_ptr<CopyList> part, unsigned char* at, size_t n) {
+  const BucketState& bs = *buckets_[b];
+  const BucketMath m = Math(bs.layout);
+  const DataType dt = bs.layout.dtype;
   auto started = std::make_shared<Clock::time_point>();
-  stream_.Enqueue([part, at, dt = bk.dtype, m, started] {
+  stream_->Enqueue([part, at, dt, m, started] {
     *started = Clock::now();
     if (part->tensors.empty()) return absl::OkStatus();
     return kernels::Flatten(part->tensors, at, dt, part->offsets.data(), m.scale_in, nullptr);
   });
-  const absl::Status issued = comm_->AllReduce(at, at, s1 - s0, bk.dtype, m.op, &stream_);
-  if (!issued.ok() && launch_error_.ok()) launch_error_ = issued;
+  Note(comm_->AllReduce(at, at, n, dt, m.op, &*stream_));
   const bool last = k + 1 == bs.segments();
-  stream_.Enqueue([part, at, dt = bk.dtype, m, started, last, stats = stats_] {
+  stream_->Enqueue([part, at, dt, m, started, last, stats = stats_] {
     absl::Status st;
     if (!part->tensors.empty()) {
       st = kernels::Unflatten(at, dt, part->offsets.data(), part->tensors, m.scale_out, false, nullptr);
@@ -158,19 +218,50 @@ void Reducer::Launch(int b, size_t k) {
   });
 }
 
+// Everything is enqueued on the comm stream after the producers of the
+// bucket's gradients (their events), and the all-reduce is issued even when
+// a copy failed to launch, so the other ranks are not left waiting for it.
+void Reducer::LaunchOnDevice(int b, std::shared_ptr<CopyList> part, unsigned char* at, size_t n) {
+  const Bucket& bk = buckets_[b]->layout;
+  const BucketMath m = Math(bk);
+  void* const s = dev_->stream();
+  Note(dev_->WaitProduced(bk.grads));
+  if (!part->tensors.empty()) {
+    Note(kernels::Flatten(part->tensors, at, bk.dtype, part->offsets.data(), m.scale_in, s));
+  }
+  Note(comm_->AllReduce(at, at, n, bk.dtype, m.op, s));
+  if (!part->tensors.empty()) {
+    Note(kernels::Unflatten(at, bk.dtype, part->offsets.data(), part->tensors, m.scale_out, false, s));
+  }
+  std::lock_guard<std::mutex> lock(stats_->mu);
+  ++stats_->value.buckets_launched;
+}
+
 void Reducer::ZeroSlot(int g) {
   const size_t bytes = grads_[g].count * ElementSize(buckets_[plan_.bucket_of[g]]->layout.dtype);
   unsigned char* slot = static_cast<unsigned char*>(SlotPtr(g));
-  // In view mode the slot is the framework's gradient: keep its value in
-  // case no rank uses it (find-unused leaves those untouched).
-  if (options_.gradient_as_bucket_view && options_.find_unused) saved_[g].assign(slot, slot + bytes);
-  std::memset(slot, 0, bytes);
+  const bool view = options_.gradient_as_bucket_view;
+  // In view mode the slot is the framework's gradient: on CUDA, touch it
+  // only after the framework's last known work.
+  if (dev_ && view) Note(dev_->After(last_stream_));
+  // ... and keep its value in case no rank uses it (find-unused leaves those untouched).
+  if (view && options_.find_unused) {
+    absl::StatusOr<std::unique_ptr<Buffer>> saved = NewBuffer(bytes);
+    if (saved.ok()) {
+      saved_[g] = std::move(saved).value();
+      Note(CopyBytes(saved_[g]->data, slot, bytes));
+    } else {
+      Note(saved.status());
+    }
+  }
+  Note(Zero(slot, bytes));
 }
 
 void Reducer::RestoreUnusedEverywhere() {
   for (int g = 0; g < num_grads(); ++g) {
-    if (used_[g] == 0 && !saved_[g].empty()) std::memcpy(SlotPtr(g), saved_[g].data(), saved_[g].size());
-    saved_[g].clear();
+    if (saved_[g] == nullptr) continue;
+    if (used_[g] == 0) Note(CopyBytes(SlotPtr(g), saved_[g]->data, saved_[g]->bytes));
+    saved_[g].reset();  // on CUDA, freed on the comm stream after the copy
   }
 }
 

@@ -14,16 +14,22 @@
 namespace weft {
 namespace shard {
 
-// A bucket's memory: 64-byte aligned and zero-filled once, so alignment gaps
-// and padding contribute zeros to every all-reduce.
+// A bucket's memory: 64-byte aligned (host) or the device pool's alignment
+// (256 bytes on CUDA), zero-filled once, so alignment gaps and padding
+// contribute zeros to every all-reduce. Device memory is taken and returned
+// on the comm stream of `dev`, which must outlive the buffer.
 struct Reducer::Buffer {
   static constexpr size_t kAlign = 64;
-  explicit Buffer(size_t n);
+  static absl::StatusOr<std::unique_ptr<Buffer>> Make(size_t n, DeviceSide* dev);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  size_t bytes;
-  unsigned char* data;
+  size_t bytes = 0;
+  unsigned char* data = nullptr;
+  DeviceSide* dev = nullptr;  // null: host memory
+
+ private:
+  Buffer() = default;
 };
 
 struct Reducer::BucketState {

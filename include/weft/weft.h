@@ -349,7 +349,20 @@ weftResult_t weftCopyPlanDestroy(weftCopyPlan_t plan);
  * the gradients arrive in, so ranks never deadlock. The reducer issues
  * collectives on `comm` from its own stream between the first MarkReady of a
  * backward and the return of Finalize: issue nothing else on `comm` then.
- * This build's reducer works on host-memory communicators. */
+ *
+ * Host-memory communicators: the reducer's stream is a host thread; pass
+ * NULL streams; Finalize blocks until the averages are written.
+ * CUDA communicators (NCCL): gradients are device memory and the streams are
+ * cudaStream_t (NULL: the legacy default stream). The reducer has its own
+ * communication stream on the communicator's device (config cuda_device of
+ * the communicator, or the device current at weftReducerCreate), ordered by
+ * events, never by a device-wide synchronisation: a bucket's copy-in, NCCL
+ * all-reduce and copy-out start after the work enqueued on the streams its
+ * gradients were marked on, and Finalize(stream) makes `stream` wait for the
+ * last copy-out without blocking the host (except in find_unused mode,
+ * where the host waits for the used-bitmap, and at the one bucket rebuild).
+ * Bucket memory comes from the device's stream-ordered pool and is returned
+ * at weftReducerDestroy. */
 typedef struct weftReducer* weftReducer_t;
 
 /* Pass as comm_dtype to communicate in the gradients' own type. */
@@ -387,20 +400,26 @@ weftResult_t weftReducerCreate(weftComm_t comm, const weftTensor_t* grads, int n
  * elements of its registered dtype), which must stay valid and unchanged
  * until Finalize returns. Any thread, any order; does not block on the
  * communication: a completed bucket is copied in and all-reduced on the
- * reducer's stream. Host memory: `stream` must be NULL. Marking a gradient
+ * reducer's stream. Host memory: `stream` must be NULL. CUDA memory: the
+ * cudaStream_t `grad` is produced on; the reducer reads `grad` only after
+ * the work enqueued there before the call. Marking a gradient
  * twice in one backward is weftInvalidUsage naming it (unless static_graph
  * expects it); a refused call changes nothing. */
 weftResult_t weftReducerMarkReady(weftReducer_t reducer, int index, void* grad, void* stream);
 
 /* Gradient `index` takes no part in this backward: its slot is zero-filled
- * and counts as ready. Any thread. */
+ * and counts as ready. Any thread. CUDA, gradient_as_bucket_view: the slot
+ * is zeroed after the work on the stream last passed to MarkReady or
+ * Finalize. */
 weftResult_t weftReducerMarkUnused(weftReducer_t reducer, int index);
 
 /* Waits for every bucket: every grad passed to MarkReady now holds the
  * average over ranks. Collective (the buckets' all-reduces); blocking.
  * Outside find_unused mode, gradients never marked make it return
  * weftInvalidUsage listing them (by name when known) and change nothing: mark
- * them and call it again. Host memory: `stream` must be NULL. */
+ * them and call it again. Host memory: `stream` must be NULL. CUDA memory:
+ * returns without waiting for the device (but see find_unused above); work
+ * enqueued on `stream` after the call sees the averages. */
 weftResult_t weftReducerFinalize(weftReducer_t reducer, void* stream);
 
 /* 0: accumulate locally (no_sync): MarkReady and Finalize communicate
@@ -408,7 +427,8 @@ weftResult_t weftReducerFinalize(weftReducer_t reducer, void* stream);
  * Refused (weftInvalidUsage) in the middle of a backward. */
 weftResult_t weftReducerSetSync(weftReducer_t reducer, int sync);
 
-/* Waits for launched work, then frees the reducer. Not collective. */
+/* Waits for launched work (CUDA: the reducer's own stream only), then frees
+ * the reducer and its bucket memory. Not collective. */
 weftResult_t weftReducerDestroy(weftReducer_t reducer);
 
 /* Gradient-as-bucket-view. *slot: where gradient `index` lives in its bucket

@@ -1,0 +1,396 @@
+// The DDP reducer on CUDA memory (shard/reducer_device.h): results, and the
+// stream ordering that makes them right without a device-wide sync.
+//
+// One GPU cannot hold two NCCL ranks, so most tests run the reducer over a
+// MirrorComm: a communicator on CUDA memory that models N = 4 ranks where
+// rank r holds (r + 1) times this rank's floating-point data (bitmaps are the
+// same on every rank). A sum is then 10x this rank's data and the average
+// 2.5x, so a missing or doubled 1/N, or a copy-out that never happened, shows
+// in the result. Inputs are small integers, so every expected value is exact
+// (compared bit for bit). The mirror delays each all-reduce on the stream
+// (a host function), and can hold it behind a gate the test opens only after
+// Finalize returned: a reducer that waited on the host for its comm stream
+// would then fail (the gate gives up after 10 s), and one that did not order
+// the caller's stream after the copy-out would let the caller read early.
+// The NCCL tests run the real backend with its one rank.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "comm/registry.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kernels/kernels.h"
+#include "shard/reducer.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace weft {
+namespace {
+
+using shard::GradSpec;
+using shard::Reducer;
+using shard::ReducerOptions;
+
+constexpr int kMirrorRanks = 4;
+constexpr float kMirrorSum = kMirrorRanks * (kMirrorRanks + 1) / 2;  // 10: ranks hold 1x..4x
+constexpr float kMirrorAvg = kMirrorSum / kMirrorRanks;              // 2.5
+
+void SleepMs(void* ms) { std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms))); }
+
+class MirrorComm final : public Communicator {
+ public:
+  MirrorComm() : Communicator(0, kMirrorRanks, Options()) {}
+  Backend backend() const override { return Backend::kNccl; }
+
+  void CloseGate() { open_.store(false); }
+  void OpenGate() { open_.store(true); }
+  bool gate_timed_out() const { return timed_out_.load(); }
+  int all_reduces() const { return all_reduces_.load(); }
+
+ protected:
+  absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, void* stream) override {
+    ++all_reduces_;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    RETURN_IF_ERROR(Cuda(cudaLaunchHostFunc(s, &MirrorComm::Gate, this), "gate"));
+    RETURN_IF_ERROR(Cuda(cudaLaunchHostFunc(s, &SleepMs, reinterpret_cast<void*>(intptr_t{5})), "delay"));
+    const size_t bytes = count * ElementSize(t);
+    if (IsFloating(t) && (op == RedOp::kSum || op == RedOp::kAvg)) {
+      void* tmp = nullptr;
+      RETURN_IF_ERROR(Cuda(cudaMallocAsync(&tmp, bytes, s), "scratch"));
+      RETURN_IF_ERROR(Cuda(cudaMemcpyAsync(tmp, send, bytes, cudaMemcpyDeviceToDevice, s), "copy"));
+      const float scale = op == RedOp::kSum ? kMirrorSum : kMirrorAvg;
+      RETURN_IF_ERROR(kernels::Flatten({kernels::TensorRef{tmp, count, t}}, recv, t, nullptr, scale, stream));
+      return Cuda(cudaFreeAsync(tmp, s), "free");
+    }
+    if (send == recv) return absl::OkStatus();  // max/min of equal bitmaps
+    return Cuda(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, s), "copy");
+  }
+  absl::Status DoReduceScatter(const void*, void*, size_t, DataType, RedOp, void*) override {
+    return Unsupported("not modelled");
+  }
+  absl::Status DoAllGather(const void* send, void* recv, size_t count, DataType t, void* stream) override {
+    const size_t bytes = count * ElementSize(t);
+    for (int r = 0; r < size(); ++r) {
+      RETURN_IF_ERROR(Cuda(cudaMemcpyAsync(static_cast<char*>(recv) + r * bytes, send, bytes,
+                                           cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)), "gather"));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int, void* stream) override {
+    if (send == recv) return absl::OkStatus();
+    return Cuda(cudaMemcpyAsync(recv, send, count * ElementSize(t), cudaMemcpyDeviceToDevice,
+                                static_cast<cudaStream_t>(stream)), "broadcast");
+  }
+  absl::Status DoBarrier() override { return absl::OkStatus(); }
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int, int) override { return Unsupported("not modelled"); }
+
+ private:
+  static CommOptions Options() {
+    CommOptions o;
+    o.memory = MemKind::kCuda;
+    o.timeout_ms = 60000;
+    return o;
+  }
+  static absl::Status Cuda(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return absl::OkStatus();
+    return SystemError("mirror %s: %s", what, cudaGetErrorString(e));
+  }
+  static void Gate(void* self) {
+    auto* m = static_cast<MirrorComm*>(self);
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!m->open_.load()) {
+      if (std::chrono::steady_clock::now() > limit) {
+        m->timed_out_.store(true);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  std::atomic<bool> open_{true};
+  std::atomic<bool> timed_out_{false};
+  std::atomic<int> all_reduces_{0};
+};
+
+// Gradients in device memory with small-integer values, written on the
+// caller's stream behind a delay, so a reducer that read them without
+// waiting for that stream would see the poison (NaN) instead.
+class Grads {
+ public:
+  Grads(const std::vector<size_t>& counts, uint64_t seed) : counts_(counts) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> v(-40, 40);
+    for (size_t c : counts) {
+      std::vector<float> h(c);
+      for (float& x : h) x = static_cast<float>(v(rng) | 1);  // odd: never zero
+      // Pinned, so the uploads are truly asynchronous: the host never waits
+      // for a stream the mirror's gate may be holding.
+      void* pinned = nullptr;
+      EXPECT_EQ(cudaMallocHost(&pinned, std::max<size_t>(c, 1) * sizeof(float)), cudaSuccess);
+      if (c > 0) std::memcpy(pinned, h.data(), c * sizeof(float));
+      pinned_.push_back(pinned);
+      values_.push_back(std::move(h));
+      void* d = nullptr;
+      EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(c, 1) * sizeof(float)), cudaSuccess);
+      EXPECT_EQ(cudaMemset(d, 0xff, c * sizeof(float)), cudaSuccess);  // NaN
+      dev_.push_back(d);
+    }
+  }
+  ~Grads() {
+    (void)cudaDeviceSynchronize();  // test teardown: nothing may still read the pinned sources
+    for (void* d : dev_) (void)cudaFree(d);
+    for (void* p : pinned_) (void)cudaFreeHost(p);
+  }
+  int size() const { return static_cast<int>(counts_.size()); }
+  std::vector<GradSpec> Specs() const {
+    std::vector<GradSpec> s;
+    for (size_t i = 0; i < counts_.size(); ++i) s.push_back({counts_[i], DataType::kFloat32, MemKind::kCuda, ""});
+    return s;
+  }
+  void* dev(int i) const { return dev_[i]; }
+  const std::vector<float>& values(int i) const { return values_[i]; }
+  // Enqueues, on `s`: a delay, then the upload of gradient i's values to `where`.
+  void Produce(int i, void* where, cudaStream_t s) const {
+    EXPECT_EQ(cudaLaunchHostFunc(s, &SleepMs, reinterpret_cast<void*>(intptr_t{2})), cudaSuccess);
+    EXPECT_EQ(cudaMemcpyAsync(where, pinned_[i], counts_[i] * sizeof(float), cudaMemcpyHostToDevice, s),
+              cudaSuccess);
+  }
+  // Gradient i as read on `s` after everything enqueued there (the host waits for `s`).
+  std::vector<float> Read(int i, const void* where, cudaStream_t s) const {
+    std::vector<float> out(counts_[i]);
+    EXPECT_EQ(cudaMemcpyAsync(out.data(), where, counts_[i] * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    return out;
+  }
+
+ private:
+  std::vector<size_t> counts_;
+  std::vector<std::vector<float>> values_;
+  std::vector<void*> pinned_;
+  std::vector<void*> dev_;
+};
+
+// Sizes that make several buckets under 64 KiB caps, odd lengths (unaligned
+// slots), and one empty gradient.
+std::vector<size_t> Counts() { return {3000, 17, 0, 5000, 1, 12000, 777, 4096, 31}; }
+
+ReducerOptions SmallBuckets() {
+  ReducerOptions o;
+  o.bucket_cap_bytes = 64 << 10;
+  o.first_bucket_cap_bytes = 16 << 10;
+  return o;
+}
+
+std::vector<int> Shuffled(int n, uint64_t seed) {
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+  return order;
+}
+
+void ExpectScaled(const std::vector<float>& got, const std::vector<float>& x, float factor, int g) {
+  ASSERT_EQ(got.size(), x.size());
+  for (size_t k = 0; k < x.size(); ++k) {
+    ASSERT_EQ(got[k], x[k] * factor) << "gradient " << g << " element " << k << " of " << x.size();
+  }
+}
+
+class ReducerGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WEFT_REQUIRE_GPU();
+    WEFT_CUDA_OK(cudaSetDevice(0));
+    WEFT_CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  }
+
+  // One backward over `g` in `order` (view: into the slots) and Finalize on
+  // stream_; with `gate`, the mirror's all-reduces are held until Finalize
+  // returned. (No gate when Finalize waits for the comm stream by design:
+  // the first backward's bucket rebuild, and find_unused's bitmap.)
+  void Backward(MirrorComm& comm, Reducer& r, const Grads& g, const std::vector<int>& order, bool view, bool gate) {
+    if (gate) comm.CloseGate();
+    for (int i : order) {
+      void* where = view ? r.GradSlot(i).value() : g.dev(i);
+      g.Produce(i, where, stream_);
+      ASSERT_TRUE(r.MarkReady(i, where, stream_).ok());
+    }
+    const absl::Status st = r.Finalize(stream_);
+    comm.OpenGate();  // had Finalize waited for the comm stream, it would have returned only after 10 s
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_FALSE(comm.gate_timed_out()) << "Finalize waited on the host for the reducer's stream";
+  }
+
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_F(ReducerGpu, SeparateBuffersOrderedByEvents) {
+  MirrorComm comm;
+  Grads g(Counts(), 1);
+  auto r = Reducer::Create(&comm, g.Specs(), SmallBuckets());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GE((*r)->num_buckets(), 3);
+  for (int it = 0; it < 3; ++it) {  // the first backward rebuilds the buckets from the shuffled order
+    Backward(comm, **r, g, Shuffled(g.size(), 10 + it), false, /*gate=*/it > 0);
+    for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, g.dev(i), stream_), g.values(i), kMirrorAvg, i);
+  }
+  EXPECT_EQ((*r)->layout_version(), 1);
+  EXPECT_GE(comm.all_reduces(), 3 * 3);  // at least 3 buckets, each one all-reduce per backward
+}
+
+TEST_F(ReducerGpu, GradientAsBucketView) {
+  MirrorComm comm;
+  Grads g(Counts(), 2);
+  ReducerOptions o = SmallBuckets();
+  o.gradient_as_bucket_view = true;
+  auto r = Reducer::Create(&comm, g.Specs(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (int it = 0; it < 2; ++it) {
+    Backward(comm, **r, g, Shuffled(g.size(), 20 + it), true, /*gate=*/it > 0);
+    for (int i = 0; i < g.size(); ++i) {
+      ExpectScaled(g.Read(i, (*r)->GradSlot(i).value(), stream_), g.values(i), kMirrorAvg, i);
+    }
+  }
+}
+
+TEST_F(ReducerGpu, Bfloat16CompressionCastsInAndBack) {
+  MirrorComm comm;
+  Grads g(Counts(), 3);
+  ReducerOptions o = SmallBuckets();
+  o.comm_dtype = DataType::kBfloat16;  // |x| <= 40: x / 4 and 2.5x are exact in bfloat16
+  o.rebuild_buckets = false;
+  auto r = Reducer::Create(&comm, g.Specs(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Backward(comm, **r, g, Shuffled(g.size(), 30), false, /*gate=*/true);
+  for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, g.dev(i), stream_), g.values(i), kMirrorAvg, i);
+}
+
+TEST_F(ReducerGpu, FindUnusedViewKeepsSlotsUnusedEverywhere) {
+  MirrorComm comm;
+  Grads g(Counts(), 4);
+  ReducerOptions o = SmallBuckets();
+  o.gradient_as_bucket_view = true;
+  o.find_unused = true;
+  o.rebuild_buckets = false;
+  auto r = Reducer::Create(&comm, g.Specs(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Backward(comm, **r, g, Shuffled(g.size(), 40), true, false);  // every slot now holds 2.5x
+  // Second backward: gradients 0 and 5 unused (not marked: the mirror's
+  // bitmap says no rank used them), 3 marked unused explicitly.
+  std::vector<int> order;
+  for (int i : Shuffled(g.size(), 41)) {
+    if (i != 0 && i != 3 && i != 5) order.push_back(i);
+  }
+  ASSERT_TRUE((*r)->MarkUnused(3).ok());
+  Backward(comm, **r, g, order, true, false);
+  for (int i = 0; i < g.size(); ++i) {
+    const bool used = i != 0 && i != 3 && i != 5;
+    EXPECT_EQ((*r)->GradUsed(i).value(), used || g.values(i).empty()) << i;
+    // Used: averaged again from fresh values; unused everywhere: the slot is left as it was.
+    ExpectScaled(g.Read(i, (*r)->GradSlot(i).value(), stream_), g.values(i), kMirrorAvg, i);
+  }
+}
+
+TEST_F(ReducerGpu, NoSyncCommunicatesNothing) {
+  MirrorComm comm;
+  Grads g(Counts(), 5);
+  auto r = Reducer::Create(&comm, g.Specs(), SmallBuckets());
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int before = comm.all_reduces();
+  ASSERT_TRUE((*r)->SetSync(false).ok());
+  for (int i = 0; i < g.size(); ++i) ASSERT_TRUE((*r)->MarkReady(i, g.dev(i), stream_).ok());
+  ASSERT_TRUE((*r)->Finalize(stream_).ok());
+  EXPECT_EQ(comm.all_reduces(), before);
+}
+
+TEST_F(ReducerGpu, BucketMemoryReturnedAtDestroy) {
+  cudaMemPool_t pool = nullptr;
+  WEFT_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, 0));
+  WEFT_CUDA_OK(cudaDeviceSynchronize());
+  uint64_t before = 0, during = 0, after = 0;
+  WEFT_CUDA_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &before));
+  {
+    MirrorComm comm;
+    Grads g(Counts(), 6);
+    auto r = Reducer::Create(&comm, g.Specs(), SmallBuckets());
+    ASSERT_TRUE(r.ok()) << r.status();
+    WEFT_CUDA_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &during));
+    size_t total = 0;
+    for (size_t c : Counts()) total += c * sizeof(float);
+    EXPECT_GE(during, before + total);
+  }  // the reducer is destroyed here, and waits for its own stream
+  WEFT_CUDA_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &after));
+  EXPECT_EQ(after, before);
+}
+
+TEST_F(ReducerGpu, MarkReadyRefusesHostMemory) {
+  MirrorComm comm;
+  Grads g(Counts(), 7);
+  auto r = Reducer::Create(&comm, g.Specs(), SmallBuckets());
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<float> host(Counts()[0]);
+  const absl::Status st = (*r)->MarkReady(0, host.data(), stream_);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(std::string(st.message()).find("host memory"), std::string::npos) << st;
+}
+
+// The real NCCL backend, one rank: the average is the gradient itself, so
+// the inputs are chosen to round in bfloat16 (1 + 2^-10 -> 1): the result
+// shows the copy-in and copy-out ran, on the right streams.
+TEST_F(ReducerGpu, NcclOneRank) {
+  CommOptions co;
+  co.memory = MemKind::kCuda;
+  co.timeout_ms = 60000;
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = InitWorld(Backend::kNccl, co);
+  if (!comm.ok() && comm.status().code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "no NCCL backend here: " << comm.status();
+  }
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ASSERT_EQ((*comm)->size(), 1);
+  Grads g(Counts(), 8);
+  for (bool view : {false, true}) {
+    ReducerOptions o = SmallBuckets();
+    o.gradient_as_bucket_view = view;
+    auto r = Reducer::Create(comm->get(), g.Specs(), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int it = 0; it < 2; ++it) {
+      for (int i : Shuffled(g.size(), 50 + it)) {
+        void* where = view ? (*r)->GradSlot(i).value() : g.dev(i);
+        g.Produce(i, where, stream_);
+        ASSERT_TRUE((*r)->MarkReady(i, where, stream_).ok());
+      }
+      ASSERT_TRUE((*r)->Finalize(stream_).ok());
+      for (int i = 0; i < g.size(); ++i) {
+        ExpectScaled(g.Read(i, view ? (*r)->GradSlot(i).value() : g.dev(i), stream_), g.values(i), 1.0f, i);
+      }
+    }
+  }
+  ReducerOptions o = SmallBuckets();
+  o.comm_dtype = DataType::kBfloat16;
+  auto r = Reducer::Create(comm->get(), g.Specs(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const float x = 1.0f + 1.0f / 1024;
+  std::vector<float> ones(Counts()[0], x);
+  WEFT_CUDA_OK(cudaMemcpyAsync(g.dev(0), ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  ASSERT_TRUE((*r)->MarkReady(0, g.dev(0), stream_).ok());
+  for (int i = 1; i < g.size(); ++i) {
+    g.Produce(i, g.dev(i), stream_);
+    ASSERT_TRUE((*r)->MarkReady(i, g.dev(i), stream_).ok());
+  }
+  ASSERT_TRUE((*r)->Finalize(stream_).ok());
+  const std::vector<float> got = g.Read(0, g.dev(0), stream_);
+  for (float v : got) ASSERT_EQ(v, 1.0f);
+}
+
+}  // namespace
+}  // namespace weft
