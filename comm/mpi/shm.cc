@@ -201,7 +201,15 @@ absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, Data
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
   auto len = [&](size_t k) { return std::min(per_round, count - k * per_round); };
-  auto copy_in = [&](size_t k) { std::memcpy(Buf(rank_, first + k), in + k * per_round * es, len(k) * es); };
+  // Only rank c reads chunk c, so this rank's own chunk is read from `send`
+  // where it is, never staged.
+  auto copy_in = [&](size_t k) {
+    const size_t n = len(k), b = ChunkBegin(n, rank_, size_), e = ChunkBegin(n, rank_ + 1, size_);
+    unsigned char* buf = Buf(rank_, first + k);
+    const unsigned char* src = in + k * per_round * es;
+    std::memcpy(buf, src, b * es);
+    std::memcpy(buf + e * es, src + e * es, (n - e) * es);
+  };
   // Pipelined so that one barrier per round suffices: at barrier k, round
   // k is reduced (everyone may copy it out) and round k+1 is staged
   // (everyone may reduce it).
@@ -213,7 +221,9 @@ absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, Data
     // rank 0's buffer, one copy away from every rank's output.
     const size_t n = len(k), b = ChunkBegin(n, rank_, size_), e = ChunkBegin(n, rank_ + 1, size_);
     const uint64_t g = first + k;
-    if (e > b) Reduce(t, op, [&](int q) -> const void* { return Buf(q, g) + b * es; }, e - b, Buf(0, g) + b * es);
+    const unsigned char* own = in + (k * per_round + b) * es;
+    auto src = [&](int q) -> const void* { return q == rank_ ? own : Buf(q, g) + b * es; };
+    if (e > b) Reduce(t, op, src, e - b, Buf(0, g) + b * es);
     if (k + 1 < rounds) copy_in(k + 1);
     RETURN_IF_ERROR(Barrier(w));
     std::memcpy(out + k * per_round * es, Buf(0, g), n * es);
@@ -230,10 +240,18 @@ absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcou
   for (size_t off = 0; off < recvcount; off += per_round) {
     const size_t n = std::min(per_round, recvcount - off);
     const uint64_t g = round_++;
-    for (size_t c = 0; c < nr; ++c) std::memcpy(Buf(rank_, g) + c * n * es, in + (c * recvcount + off) * es, n * es);
+    // This rank's own block is read from `send` where it is, unless the
+    // output lies over it (in place), where Reduce may write before reading.
+    const unsigned char* own = in + (static_cast<size_t>(rank_) * recvcount + off) * es;
+    const bool stage_own = own == out + off * es;
+    for (size_t c = 0; c < nr; ++c) {
+      if (c == static_cast<size_t>(rank_) && !stage_own) continue;
+      std::memcpy(Buf(rank_, g) + c * n * es, in + (c * recvcount + off) * es, n * es);
+    }
     RETURN_IF_ERROR(Barrier(w));
     const size_t mine = static_cast<size_t>(rank_) * n * es;
-    Reduce(t, op, [&](int q) -> const void* { return Buf(q, g) + mine; }, n, out + off * es);
+    auto src = [&](int q) -> const void* { return q == rank_ && !stage_own ? own : Buf(q, g) + mine; };
+    Reduce(t, op, src, n, out + off * es);
   }
   return absl::OkStatus();
 }

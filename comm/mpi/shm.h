@@ -8,12 +8,14 @@
 // meet at flag barriers in user space. A message runs in rounds of up to
 // `round_bytes`:
 //
-//   all-reduce: every rank copies round k into its buffer; barrier; rank c
+//   all-reduce: every rank copies round k into its buffer (all but its own
+//     chunk, which only it reads, straight from the input); barrier; rank c
 //     reduces chunk c of round k over every rank's buffer in rank order
 //     0..N-1, writes the result over rank 0's chunk c, and copies in round
 //     k+1; barrier; every rank copies round k's result out of rank 0's
 //     buffer, then reduces round k+1, ... (R rounds, R+1 barriers).
-//   reduce-scatter: copy in (block by block); barrier; reduce own block out.
+//   reduce-scatter: copy in the other ranks' blocks; barrier; reduce own
+//     block out.
 //   all-gather:     copy in; barrier; copy every rank's block out.
 //   broadcast:      the root copies in; barrier; the others copy out.
 //
