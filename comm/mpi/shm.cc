@@ -113,6 +113,8 @@ absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(MPI_Comm comm, int rank
   if (size < 2 || !Env::Get().shm) return std::unique_ptr<NodeShm>();
   ASSIGN_OR_RETURN(const bool local, AllOnOneNode(comm, size));
   if (!local) return std::unique_ptr<NodeShm>();
+  // A reduce-scatter round stages one element of the widest type per rank at least.
+  round_bytes = std::max(round_bytes, static_cast<size_t>(size) * sizeof(double));
   const size_t bytes = Stride(round_bytes) * static_cast<size_t>(size);
 
   // Rank 0 creates the segment and sends its name ("" when it could not).
