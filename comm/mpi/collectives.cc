@@ -68,7 +68,7 @@ absl::Status MpiComm::DoAllReduce(const void* send, void* recv, size_t count, Da
     CopyIfDistinct(recv, send, bytes);
     return absl::OkStatus();
   }
-  if (shm_ != nullptr) return Shm(shm_->AllReduce(send, recv, count, t, op, Wait()));
+  if (shm_ != nullptr) return Settle(shm_->AllReduce(send, recv, count, t, op, Wait()));
   if (bytes <= DirectBytes()) {
     // Peers' inputs land in scratch at their rank's position.
     const size_t peers = AlignUp(bytes * static_cast<size_t>(size()));
@@ -95,7 +95,7 @@ absl::Status MpiComm::DoReduceScatter(const void* send, void* recv, size_t recvc
     CopyIfDistinct(recv, send, block);
     return absl::OkStatus();
   }
-  if (shm_ != nullptr) return Shm(shm_->ReduceScatter(send, recv, recvcount, t, op, Wait()));
+  if (shm_ != nullptr) return Settle(shm_->ReduceScatter(send, recv, recvcount, t, op, Wait()));
   if (block <= DirectBytes()) {
     const size_t blocks = AlignUp(block * static_cast<size_t>(size()));
     auto* scratch = static_cast<unsigned char*>(Scratch(blocks + recvcount * AccumSize(t)));
@@ -120,7 +120,7 @@ absl::Status MpiComm::DoAllGather(const void* send, void* recv, size_t sendcount
   auto* out = static_cast<unsigned char*>(recv);
   CopyIfDistinct(out + static_cast<size_t>(rank()) * block, send, block);
   if (size() == 1 || sendcount == 0) return absl::OkStatus();
-  if (shm_ != nullptr) return Shm(shm_->AllGather(send, recv, sendcount, t, Wait()));
+  if (shm_ != nullptr) return Settle(shm_->AllGather(send, recv, sendcount, t, Wait()));
   if (block <= DirectBytes()) {
     DirectSchedule s(PeerExchange(rank(), size(), block, [&](int) { return send; },
                                   [&](int from) { return out + static_cast<size_t>(from) * block; }));
@@ -137,7 +137,7 @@ absl::Status MpiComm::DoBroadcast(const void* send, void* recv, size_t count, Da
   const size_t bytes = count * ElementSize(t);
   if (rank() == root) CopyIfDistinct(recv, send, bytes);
   if (size() == 1 || bytes == 0) return absl::OkStatus();
-  if (shm_ != nullptr) return Shm(shm_->Broadcast(send, recv, bytes, root, Wait()));
+  if (shm_ != nullptr) return Settle(shm_->Broadcast(send, recv, bytes, root, Wait()));
   if (bytes <= DirectBytes()) {
     // The root sends to each peer on tag k = its distance - 1.
     std::vector<Transfer> v;

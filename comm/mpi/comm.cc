@@ -75,7 +75,7 @@ absl::Status MpiComm::AttachSharedMemory() {
   return absl::OkStatus();
 }
 
-absl::Status MpiComm::Shm(absl::Status s) {
+absl::Status MpiComm::Settle(absl::Status s) {
   if (!s.ok()) broken_ = s;
   return s;
 }
@@ -87,9 +87,7 @@ absl::Status MpiComm::Usable() const {
 }
 
 absl::Status MpiComm::Run(Schedule& s, int window) {
-  absl::Status st = RunPipeline(s, window, Wait());
-  if (!st.ok()) broken_ = st;
-  return st;
+  return Settle(RunPipeline(s, window, Wait()));
 }
 
 void* MpiComm::Scratch(size_t bytes) {
@@ -107,15 +105,13 @@ size_t MpiComm::SegmentBytes() const {
 
 absl::Status MpiComm::DoBarrier() {
   RETURN_IF_ERROR(Usable());
-  if (shm_ != nullptr) return Shm(shm_->Barrier(Wait()));
+  if (shm_ != nullptr) return Settle(shm_->Barrier(Wait()));
   MPI_Request req;
   {
     CallLock lock;
     RETURN_IF_ERROR(CheckMpi(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier"));
   }
-  absl::Status s = WaitAll(1, &req, Wait(), "MPI_Ibarrier");
-  if (!s.ok()) broken_ = s;
-  return s;
+  return Settle(WaitAll(1, &req, Wait(), "MPI_Ibarrier"));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> MpiComm::DoSplit(int color, int key) {

@@ -74,10 +74,11 @@ class MpiComm final : public Communicator {
   WaitSpec Wait() const { return {comm_, rank(), options().timeout_ms, this, spin_}; }
   // OK, or why this communicator can no longer run collectives.
   absl::Status Usable() const;
-  // Runs a schedule; a failure other than Aborted breaks the communicator.
+  // Runs a schedule, through Settle.
   absl::Status Run(Schedule& s, int window);
-  // A shared-memory collective's status; a failure breaks the communicator.
-  absl::Status Shm(absl::Status s);
+  // A collective's status, passed through; a failure breaks the communicator
+  // (its peers may be anywhere in the collective).
+  absl::Status Settle(absl::Status s);
   // Scratch of at least `bytes` (new[]-aligned), reused across calls.
   void* Scratch(size_t bytes);
   size_t SegmentBytes() const;

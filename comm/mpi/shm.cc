@@ -44,7 +44,8 @@ size_t ChunkBegin(size_t n, int c, int size) {
 
 std::atomic_ref<uint64_t> Flag(void* region) { return std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(region)); }
 
-// Creates, sizes and maps a fresh segment (rank 0); the name goes in `name`.
+// Creates, sizes and maps a fresh segment (rank 0); its name goes in
+// `name`, which is left empty when there is none.
 absl::StatusOr<void*> CreateSegment(size_t bytes, char (&name)[kNameBytes]) {
   static std::atomic<unsigned> serial{0};
   int fd = -1;
@@ -55,7 +56,11 @@ absl::StatusOr<void*> CreateSegment(size_t bytes, char (&name)[kNameBytes]) {
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 && errno != EEXIST) break;
   }
-  if (fd < 0) return SystemError("shm_open(%s) failed: %s", name, std::strerror(errno));
+  if (fd < 0) {
+    const absl::Status s = SystemError("shm_open(%s) failed: %s", name, std::strerror(errno));
+    name[0] = '\0';
+    return s;
+  }
   // Reserve the pages now: a full /dev/shm is then an error here, not a
   // SIGBUS at the first write to an unbacked page.
   int rc = ftruncate(fd, static_cast<off_t>(bytes));
@@ -66,7 +71,10 @@ absl::StatusOr<void*> CreateSegment(size_t bytes, char (&name)[kNameBytes]) {
   close(fd);
   if (rc != 0) {
     shm_unlink(name);
-    return SystemError("cannot allocate %zu bytes of shared memory in %s: %s", bytes, name, std::strerror(rc));
+    const absl::Status s =
+        SystemError("cannot allocate %zu bytes of shared memory in %s: %s", bytes, name, std::strerror(rc));
+    name[0] = '\0';
+    return s;
   }
   return p;
 }
@@ -125,7 +133,6 @@ absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(MPI_Comm comm, int rank
     absl::StatusOr<void*> p = CreateSegment(bytes, name);
     if (p.ok()) base = *p;
     else local_error = p.status();
-    if (!p.ok()) name[0] = '\0';
   }
   MPI_Request req;
   {
