@@ -78,9 +78,14 @@ struct ReducerOptions {
 struct ReducerStats {
   double comm_seconds = 0;  // since the last ResetStats; host memory only (0 on CUDA)
   int64_t buckets_launched = 0;  // buckets whose last segment was launched (empty ones have none)
+  // Host memory: launches that had to make their segment's copy plans
+  // (copy-in and copy-out) because the gradient pointers differed from the
+  // segment's last launch; stays flat while the framework reuses its buffers.
+  int64_t copy_plans_built = 0;
 };
 
 struct CopyList;
+struct SegmentCopies;
 
 class Reducer {
  public:
@@ -144,7 +149,9 @@ class Reducer {
   void SlotIn(int g);     // gradient g is in: its segments' pending--, launch what is ready
   void LaunchReady();     // launches segments in order while the next one is complete
   void Launch(int b, size_t k);  // enqueues segment k of bucket b: copy-in, all-reduce, copy-out
-  void LaunchOnHost(int b, size_t k, std::shared_ptr<CopyList> part, unsigned char* at, size_t n);
+  void Pieces(int b, size_t k, CopyList& part) const;  // the marked gradients' pieces inside segment k
+  const SegmentCopies& Copies(int b, size_t k);  // host: segment k's plans, rebuilt if the pointers changed
+  void LaunchOnHost(int b, size_t k, unsigned char* at, size_t n);
   void LaunchOnDevice(int b, std::shared_ptr<CopyList> part, unsigned char* at, size_t n);
   void ZeroSlot(int g);                 // a gradient that took no part contributes zeros
   void RestoreUnusedEverywhere();       // after the used-bitmap: view mode's unused slots get their values back

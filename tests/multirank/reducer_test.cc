@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -139,6 +140,69 @@ TEST_P(ReducerWorld, GradientAsBucketView) {
       }
     }
   });
+}
+
+// The copy plans a segment keeps (shard/reducer_state.h, SegmentCopies)
+// belong to the gradient buffers they were made for; frameworks may hand new
+// buffers any step (zero_grad(set_to_none=True)). Per step, gradient g lives
+// in buffer A or B: steps 0-1 A (the plans are reused), step 2 B, steps 3-5
+// A for odd g and B for even g, with gradient 3 unused on every rank in step
+// 4 (its slot is zero-filled and its buffer left alone). Before each step the
+// buffers not in use are poisoned: a stale plan would read the poison into
+// the sum or write the average into the wrong buffer.
+TEST_P(ReducerWorld, CopyPlansFollowGradientBuffersThatMove) {
+  const int world = GetParam();
+  for (std::optional<DataType> comm_dtype : {std::optional<DataType>(), std::optional<DataType>(DataType::kBfloat16)}) {
+    RunRanks(world, [&](int rank, Communicator& comm) {
+      ReducerOptions o = SmallBuckets();
+      o.rebuild_buckets = false;  // one layout throughout: only the buffers move
+      o.comm_dtype = comm_dtype;
+      auto red = Reducer::Create(&comm, Specs(kCounts), o);
+      ASSERT_TRUE(red.ok()) << red.status();
+      Reducer& r = **red;
+      const int n = static_cast<int>(kCounts.size());
+      std::vector<std::vector<float>> a, b;
+      for (size_t c : kCounts) a.emplace_back(c), b.emplace_back(c);
+      auto in_a = [](int step, int g) { return step < 2 || (step > 2 && g % 2 == 1); };
+      auto poison = [](size_t j) { return 4096.0f + static_cast<float>(j); };
+      int64_t plans = 0;
+      for (int step = 0; step < 6; ++step) {
+        const bool skip3 = step == 4;
+        std::vector<int> order;
+        for (int g = 0; g < n; ++g) {
+          std::vector<float>& mine = in_a(step, g) ? a[g] : b[g];
+          std::vector<float>& other = in_a(step, g) ? b[g] : a[g];
+          for (size_t j = 0; j < kCounts[g]; ++j) mine[j] = Value(step, rank, g, j), other[j] = poison(j);
+          if (!(skip3 && g == 3)) order.push_back(g);
+        }
+        if (skip3) {
+          ASSERT_TRUE(r.MarkUnused(3).ok());
+        }
+        std::shuffle(order.begin(), order.end(), std::mt19937(step * 10 + rank));
+        for (int g : order) ASSERT_TRUE(r.MarkReady(g, (in_a(step, g) ? a[g] : b[g]).data(), nullptr).ok());
+        ASSERT_TRUE(r.Finalize(nullptr).ok());
+        for (int g = 0; g < n; ++g) {
+          const std::vector<float>& mine = in_a(step, g) ? a[g] : b[g];
+          const std::vector<float>& other = in_a(step, g) ? b[g] : a[g];
+          for (size_t j = 0; j < kCounts[g]; ++j) {
+            ASSERT_EQ(other[j], poison(j)) << "step " << step << " grad " << g << ": a stale buffer was touched";
+            const float want = skip3 && g == 3 ? Value(step, rank, g, j) : Mean(step, world, g, j);
+            ASSERT_EQ(mine[j], want) << "rank " << rank << " step " << step << " grad " << g << " element " << j;
+          }
+        }
+        // Plans are made in step 0, reused in step 1 (same buffers), remade in step 2.
+        const int64_t built = r.stats().copy_plans_built;
+        if (step == 0) {
+          EXPECT_GT(built, 0);
+        } else if (step == 1) {
+          EXPECT_EQ(built, plans) << "the same buffers in step 1 should reuse step 0's plans";
+        } else if (step == 2) {
+          EXPECT_GT(built, plans);
+        }
+        plans = built;
+      }
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, ReducerWorld, ::testing::Values(1, 2, 4));
