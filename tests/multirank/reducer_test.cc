@@ -142,9 +142,10 @@ TEST_P(ReducerWorld, GradientAsBucketView) {
   });
 }
 
-// The copy plans a segment keeps (shard/reducer_state.h, SegmentCopies)
-// belong to the gradient buffers they were made for; frameworks may hand new
-// buffers any step (zero_grad(set_to_none=True)). Per step, gradient g lives
+// The copy plans a segment keeps (shard/reducer_state.h, SegmentCopies), and
+// the segments averaged inside a gradient, belong to the gradient buffers
+// they were made for; frameworks may hand new buffers any step
+// (zero_grad(set_to_none=True)). Per step, gradient g lives
 // in buffer A or B: steps 0-1 A (the plans are reused), step 2 B, steps 3-5
 // A for odd g and B for even g, with gradient 3 unused on every rank in step
 // 4 (its slot is zero-filled and its buffer left alone). Before each step the
@@ -200,6 +201,13 @@ TEST_P(ReducerWorld, CopyPlansFollowGradientBuffersThatMove) {
           EXPECT_GT(built, plans);
         }
         plans = built;
+      }
+      // Segments inside gradients 3, 5 and 10 are averaged there (in place)
+      // unless the bucket is bfloat16 (compression needs the copies).
+      if (comm_dtype) {
+        EXPECT_EQ(r.stats().segments_in_place, 0);
+      } else {
+        EXPECT_GT(r.stats().segments_in_place, 0);
       }
     });
   }
