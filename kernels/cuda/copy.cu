@@ -1,7 +1,9 @@
 // The copy engine behind flatten, unflatten, chunk_cat and chunk_split (their
 // layouts reach here as kernels/types.h segments, planned by kernels/plan.cc)
 // and AMP unscale: one converting copy kernel over segments (segment.cuh),
-// instantiated per (source, destination) float type pair and Mode.
+// instantiated per (source, destination) float type pair and Mode, reading
+// its runs from the parameters (one-shot calls) or from a plan's table in
+// device memory (CopyPlanCreate, at the end).
 #include <cstdint>
 #include <cstdio>
 #include <memory>
