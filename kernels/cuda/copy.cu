@@ -64,15 +64,15 @@ __device__ __forceinline__ void CopyRange(const typename S::Raw* src, typename D
 }
 
 // The units of one list of runs, from the kernel's parameters (a Batch) or
-// from a plan's table in device memory.
-template <class S, class D, Mode kMode>
-__device__ __forceinline__ void CopyUnits(const Run* runs, const uint32_t* unit_start, uint32_t count,
-                                          uint32_t units, const CopyArgs& args) {
+// from a plan's table in device memory; run_of(u) is the run holding unit u.
+template <class S, class D, Mode kMode, class RunOf>
+__device__ __forceinline__ void CopyUnits(const Run* runs, const uint32_t* unit_start, uint32_t units,
+                                          RunOf run_of, const CopyArgs& args) {
   using SR = typename S::Raw;
   using DR = typename D::Raw;
   bool bad = false;
   for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
-    const int s = FindRun(unit_start, count, u);
+    const uint32_t s = run_of(u);
     const Run& seg = runs[s];
     const uint64_t begin = static_cast<uint64_t>(u - unit_start[s]) * kChunk;
     const uint64_t left = seg.n + seg.zeros - begin;
@@ -90,12 +90,15 @@ __device__ __forceinline__ void CopyUnits(const Run* runs, const uint32_t* unit_
 
 template <class S, class D, Mode kMode>
 __global__ void __launch_bounds__(kThreads) CopyKernel(const __grid_constant__ Batch batch, const CopyArgs args) {
-  CopyUnits<S, D, kMode>(batch.seg, batch.unit_start, batch.count, batch.units, args);
+  CopyUnits<S, D, kMode>(
+      batch.seg, batch.unit_start, batch.units, [&](uint32_t u) { return static_cast<uint32_t>(FindRun(batch, u)); },
+      args);
 }
 
 template <class S, class D, Mode kMode>
 __global__ void __launch_bounds__(kThreads) CopyTableKernel(const Table table, const CopyArgs args) {
-  CopyUnits<S, D, kMode>(table.seg, table.unit_start, table.count, table.units, args);
+  CopyUnits<S, D, kMode>(table.seg, table.unit_start, table.units, [&](uint32_t u) { return table.run_of_unit[u]; },
+                         args);
 }
 
 template <class S, class D, Mode kMode>
@@ -259,31 +262,34 @@ int CopyPlanCreate(const Segment* segments, size_t n, bool accumulate, DevicePla
   cudaError_t e = cudaGetDevice(&plan->device);
   if (e != cudaSuccess) return e;
 
-  // The table on the host: runs grouped by pair, each group's unit starts.
+  // The table on the host: runs grouped by pair, each group's unit starts
+  // and the run of each of its units (group-local indices).
   struct Where {
-    size_t first_run, runs, first_start;
+    size_t first_run, first_start, first_unit;
   } where[kPairs] = {};
   std::vector<Run> runs;
-  std::vector<uint32_t> starts;
+  std::vector<uint32_t> starts, owner;
   runs.reserve(n);
   starts.reserve(n + kPairs);
   e = ForEachPair(present, [&](int pair, auto s, auto d) {
     PlanGroup& g = plan->group[plan->groups];
-    where[plan->groups] = {runs.size(), 0, starts.size()};
+    where[plan->groups] = {runs.size(), starts.size(), owner.size()};
     uint64_t units = 0;
+    uint32_t count = 0;
     for (size_t k = 0; k < n; ++k) {
       if (PairOf(segments[k]) != pair) continue;
       const Run r = RunOf(segments[k]);
       const uint64_t u = Units(r.n + r.zeros);
       if (u == 0) continue;
+      if (units + u > UINT32_MAX) return cudaErrorInvalidValue;  // 2^46 elements of one pair
       runs.push_back(r);
       starts.push_back(static_cast<uint32_t>(units));
+      owner.insert(owner.end(), u, count);
       units += u;
-      if (units > UINT32_MAX) return cudaErrorInvalidValue;  // 2^46 elements of one pair
+      ++count;
     }
     starts.push_back(static_cast<uint32_t>(units));
-    where[plan->groups].runs = runs.size() - where[plan->groups].first_run;
-    g.table.count = static_cast<uint32_t>(where[plan->groups].runs);
+    g.table.count = count;
     g.table.units = static_cast<uint32_t>(units);
     if (units == 0) return cudaSuccess;  // nothing of this pair to copy: no group
     TableKernels<decltype(s), decltype(d)>(accumulate, g.kernel);
@@ -302,17 +308,21 @@ int CopyPlanCreate(const Segment* segments, size_t n, bool accumulate, DevicePla
   if (e != cudaSuccess) return e;
 
   if (plan->groups > 0) {
+    // One allocation: the runs, then the unit starts, then the units' runs.
     const size_t run_bytes = runs.size() * sizeof(Run);
-    e = cudaMalloc(&plan->table, run_bytes + starts.size() * sizeof(uint32_t));
+    const size_t start_bytes = starts.size() * sizeof(uint32_t);
+    e = cudaMalloc(&plan->table, run_bytes + start_bytes + owner.size() * sizeof(uint32_t));
     if (e != cudaSuccess) {
       plan->table = nullptr;
       return e;
     }
     auto* dev_runs = static_cast<Run*>(plan->table);
     auto* dev_starts = reinterpret_cast<uint32_t*>(static_cast<char*>(plan->table) + run_bytes);
+    uint32_t* dev_owner = dev_starts + starts.size();
     e = cudaMemcpy(dev_runs, runs.data(), run_bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(dev_starts, starts.data(), start_bytes, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) {
-      e = cudaMemcpy(dev_starts, starts.data(), starts.size() * sizeof(uint32_t), cudaMemcpyHostToDevice);
+      e = cudaMemcpy(dev_owner, owner.data(), owner.size() * sizeof(uint32_t), cudaMemcpyHostToDevice);
     }
     if (e != cudaSuccess) {
       (void)cudaFree(plan->table);
@@ -321,6 +331,7 @@ int CopyPlanCreate(const Segment* segments, size_t n, bool accumulate, DevicePla
     for (int i = 0; i < plan->groups; ++i) {
       plan->group[i].table.seg = dev_runs + where[i].first_run;
       plan->group[i].table.unit_start = dev_starts + where[i].first_start;
+      plan->group[i].table.run_of_unit = dev_owner + where[i].first_unit;
     }
   }
   *out = plan.release();
