@@ -248,7 +248,7 @@ void TableKernels(bool accumulate, const void* (&kernel)[kPlanModes]) {
 struct DevicePlan {
   int device = 0;
   bool accumulate = false;
-  void* table = nullptr;  // every group's runs, then every group's unit starts
+  void* table = nullptr;  // every group's runs, then their unit starts, then their units' runs
   int groups = 0;
   PlanGroup group[kPairs];
 };
