@@ -317,7 +317,13 @@ weftResult_t weftChunkSplit(const void* src, weftDataType_t src_dtype, int world
  * of weftFlatten: NULL blocks, a weftStream_t enqueues (the plan may be
  * destroyed while that work is pending: it keeps what it needs), a
  * cudaStream_t for CUDA memory enqueues there. Any thread may execute a plan,
- * also concurrently with itself when its destinations may be written so. */
+ * also concurrently with itself when its destinations may be written so.
+ * On CUDA memory, Create also uploads the plan's launch table to device memory
+ * (it synchronises: not during a graph capture); Execute is then one kernel
+ * launch per source/destination dtype pair and nothing else, so it may be
+ * captured in a CUDA graph; Destroy waits for the device before freeing the
+ * table (not during a capture, nor while a graph holding an Execute may still
+ * be launched). */
 typedef struct weftCopyPlan* weftCopyPlan_t;
 
 weftResult_t weftFlattenPlanCreate(const weftTensor_t* srcs, int n, void* dst, weftDataType_t dst_dtype,
