@@ -145,15 +145,24 @@ std::vector<const float*> Ptrs(const std::vector<std::vector<float>>& v) {
   return p;
 }
 
-// Device memory freed at scope exit, poisoned (NaN bytes) at birth.
+// Sets `bytes` at `p` to 0xff (NaN in every float type) and waits: the
+// legacy stream's memset does not order the non-blocking streams under test.
+void Poison(void* p, size_t bytes) {
+  EXPECT_EQ(cudaMemset(p, 0xff, bytes), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // test setup only; the library never does this
+}
+
+// Device memory freed at scope exit, poisoned at birth (or holding `host`'s
+// bytes), ready for any stream when constructed.
 class Dev {
  public:
-  explicit Dev(size_t bytes) : bytes_(bytes) {
+  explicit Dev(size_t bytes) {
     EXPECT_EQ(cudaMalloc(&p_, bytes == 0 ? 1 : bytes), cudaSuccess);
-    EXPECT_EQ(cudaMemset(p_, 0xff, bytes), cudaSuccess);
+    Poison(p_, bytes);
   }
   Dev(const void* host, size_t bytes) : Dev(bytes) {
     EXPECT_EQ(cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   ~Dev() { (void)cudaFree(p_); }
   Dev(const Dev&) = delete;
@@ -163,7 +172,6 @@ class Dev {
 
  private:
   void* p_ = nullptr;
-  size_t bytes_;
 };
 
 std::vector<unsigned char> Download(const void* p, size_t bytes) {
@@ -236,7 +244,7 @@ void RunBoth(const Case& c, Communicator& host_comm, Communicator& dev_comm, cud
     dfull.push_back(std::make_unique<Dev>(f.data(), f.size() * sizeof(float)));
     dptrs.push_back(dfull.back()->f());
   }
-  WEFT_CUDA_OK(cudaMemset(dg.master().data(), 0xff, shard_bytes));
+  Poison(dg.master().data(), shard_bytes);
   ASSERT_TRUE(dg.LoadFromFull(dptrs).ok());
   EXPECT_EQ(Download(dg.master().data(), shard_bytes), Bytes(hg.master().data(), shard_bytes));
 
@@ -345,7 +353,7 @@ void RunBoth(const Case& c, Communicator& host_comm, Communicator& dev_comm, cud
   ASSERT_TRUE(hg.ScatterFull(0, Ptrs(other)).ok());
   ASSERT_TRUE(dg.ScatterFull(0, Ptrs(other)).ok());
   EXPECT_EQ(Download(dg.master().data(), shard_bytes), Bytes(hg.master().data(), shard_bytes));
-  WEFT_CUDA_OK(cudaMemset(dg.master().data(), 0xff, shard_bytes));
+  Poison(dg.master().data(), shard_bytes);
   ASSERT_TRUE(dg.ScatterFull(0, doptr).ok());
   EXPECT_EQ(Download(dg.master().data(), shard_bytes), Bytes(hg.master().data(), shard_bytes));
   Dev into(shard_bytes);
@@ -492,8 +500,8 @@ TEST_F(GpuStream, RefusesHostStreamsAndHostMemory) {
   EXPECT_NE(s.message().find("cudaStream_t"), std::string::npos) << s;
   EXPECT_FALSE((*d)->unsharded());
 
-  std::vector<float> host_grad(21, 0.5f);
-  Dev dev_grad(21 * sizeof(float));
+  std::vector<float> host_grad(64, 0.5f);  // as large as the largest parameter
+  Dev dev_grad(64 * sizeof(float));
   std::vector<TensorRef> refs;
   for (size_t p = 0; p < kParams.size(); ++p) refs.push_back({host_grad.data(), (*d)->layout().numel[p], DataType::kFloat32});
   s = (*d)->ReduceGrads(refs, stream_);
@@ -512,7 +520,7 @@ TEST_F(GpuStream, RefusesHostStreamsAndHostMemory) {
   ASSERT_TRUE(host_sched.BeginStep().ok());
   s = host_sched.PreForward(d->get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("CUDA memory"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("cuda memory"), std::string::npos) << s;
   ASSERT_TRUE(host_sched.EndStep().ok());
 
   // A pool that holds device memory cannot serve a host group.
