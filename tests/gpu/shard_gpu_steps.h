@@ -3,7 +3,7 @@
 // mirror communicator and NCCL's one rank; tests/gpu/shard_mpi_test.cc over
 // MPI and NCCL, one GPU per rank), and the helpers they share.
 //
-//   RunBoth({LayoutKind::kFlat, DataType::kBfloat16, DataType::kFloat32}, host_comm, nccl_comm, stream);
+//   RunBoth({LayoutKind::kFlat, DataType::kBfloat16, DataType::kFloat32}, host_comm, nccl_comm, stream, 0);
 #ifndef WEFT_TESTS_GPU_SHARD_GPU_STEPS_H_
 #define WEFT_TESTS_GPU_SHARD_GPU_STEPS_H_
 
@@ -117,7 +117,9 @@ struct Case {
 // (CUDA memory, same rank and world) side by side: every device result must
 // equal the host result bit for bit (device outputs poisoned first), the
 // memory report and the pool's live bytes must be back to zero after reshard.
-inline void RunBoth(const Case& c, Communicator& host_comm, Communicator& dev_comm, cudaStream_t st) {
+// `root` scatters the full state (a mirror communicator models no broadcast
+// from another rank: pass its own rank).
+inline void RunBoth(const Case& c, Communicator& host_comm, Communicator& dev_comm, cudaStream_t st, int root) {
   ShardGroupOptions o;
   o.layout = c.layout;
   o.param_dtype = c.param_dtype;
@@ -250,14 +252,14 @@ inline void RunBoth(const Case& c, Communicator& host_comm, Communicator& dev_co
     dother.push_back(std::make_unique<Dev>(f.data(), f.size() * sizeof(float)));
     doptr.push_back(dother.back()->f());
   }
-  ASSERT_TRUE(hg.ScatterFull(0, Ptrs(other)).ok());
-  ASSERT_TRUE(dg.ScatterFull(0, Ptrs(other)).ok());
+  ASSERT_TRUE(hg.ScatterFull(root, Ptrs(other)).ok());
+  ASSERT_TRUE(dg.ScatterFull(root, Ptrs(other)).ok());
   EXPECT_EQ(Download(dg.master().data(), shard_bytes), Bytes(hg.master().data(), shard_bytes));
   Poison(dg.master().data(), shard_bytes);
-  ASSERT_TRUE(dg.ScatterFull(0, doptr).ok());
+  ASSERT_TRUE(dg.ScatterFull(root, doptr).ok());
   EXPECT_EQ(Download(dg.master().data(), shard_bytes), Bytes(hg.master().data(), shard_bytes));
   Dev into(shard_bytes);
-  ASSERT_TRUE(dg.ScatterFull(0, doptr, into.f()).ok());
+  ASSERT_TRUE(dg.ScatterFull(root, doptr, into.f()).ok());
   EXPECT_EQ(Download(into.get(), shard_bytes), Bytes(hg.master().data(), shard_bytes));
 
   ASSERT_TRUE(dg.ZeroGrads().ok());

@@ -2,17 +2,18 @@
 // on host memory.
 //
 // One GPU cannot hold two NCCL ranks, so most tests run over a MirrorComm:
-// one rank (rank 1) of a modelled world of 4, whose collectives pretend the
-// other ranks hold what this one holds, scaled: rank r holds (r + 1) times
-// this rank's gradients, so an average is 2.5x this rank's slot and a sum
-// 10x (small integers times 1/4 stay exact in every dtype), and an
+// one rank (rank 1) of a modelled world of N = 4, whose collectives pretend
+// the other ranks hold what this one passes, scaled: as if rank r passed
+// (r + 1) times these values, a sum is N(N+1)/2 = 10 times them and an
+// average 2.5 times (multiples of 1/4 stay exact in every dtype), and an
 // all-gather copies this rank's slot into every slot. The mirror is written
 // once against shard/memory_ops.h and the kernels, so the same model runs on
 // host memory (the shard group's host path, itself tested against real ranks
 // in tests/multirank/shard_group_test.cc) and on the device: every device
 // result must equal the host result bit for bit. Device outputs are poisoned
-// (NaN) first. The NCCL tests run the real backend with its one rank. Each
-// test skips with the reason when no device is usable.
+// (NaN) first. The NCCL tests run the real backend with its one rank against
+// a mirror of a world of one (where the scales are 1). Each test skips with
+// the reason when no device is usable.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -55,8 +56,6 @@ using shard::ShardGroupOptions;
 
 constexpr int kWorld = 4;
 constexpr int kRank = 1;
-constexpr float kSum = kWorld * (kWorld + 1) / 2;  // 10: ranks hold 1x..4x
-constexpr float kAvg = kSum / kWorld;              // 2.5
 
 void SleepMs(void* ms) { std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms))); }
 
@@ -115,6 +114,8 @@ class MirrorComm final : public Communicator {
   // recv = scale * send for sums and averages of floats; min and max (the
   // plan digests) of equal values are the values.
   absl::Status Scaled(const void* send, void* recv, size_t count, DataType t, RedOp op, void* s) {
+    const float sum = static_cast<float>(size() * (size() + 1) / 2);  // ranks pass 1x..Nx
+    const float scale = op == RedOp::kSum ? sum : sum / static_cast<float>(size());
     const size_t bytes = count * ElementSize(t);
     if (!IsFloating(t) || (op != RedOp::kSum && op != RedOp::kAvg)) {
       return send == recv ? absl::OkStatus() : mem_->Copy(recv, send, bytes, s);
@@ -122,7 +123,7 @@ class MirrorComm final : public Communicator {
     ASSIGN_OR_RETURN(void* tmp, mem_->Alloc(bytes, s));
     absl::Status st = mem_->Copy(tmp, send, bytes, s);
     if (st.ok()) {
-      st = kernels::Flatten({TensorRef{tmp, count, t}}, recv, t, nullptr, op == RedOp::kSum ? kSum : kAvg, s);
+      st = kernels::Flatten({TensorRef{tmp, count, t}}, recv, t, nullptr, scale, s);
     }
     mem_->Free(tmp, s);
     return st;
@@ -150,7 +151,7 @@ class ShardGpu : public GpuStream, public ::testing::WithParamInterface<Case> {}
 TEST_P(ShardGpu, MatchesHostOnAModelledWorldOfFour) {
   MirrorComm host(MemKind::kHost, kWorld, kRank);
   MirrorComm dev(MemKind::kCuda, kWorld, kRank);
-  RunBoth(GetParam(), host, dev, stream_);
+  RunBoth(GetParam(), host, dev, stream_, kRank);
 }
 
 // The real backend, one rank, against the host path on a world of one.
@@ -165,7 +166,7 @@ TEST_P(ShardGpu, NcclOneRank) {
   ASSERT_TRUE(comm.ok()) << comm.status();
   ASSERT_EQ((*comm)->size(), 1);
   MirrorComm host(MemKind::kHost, 1, 0);
-  RunBoth(GetParam(), host, **comm, stream_);
+  RunBoth(GetParam(), host, **comm, stream_, 0);
 }
 
 // Pinned host memory, so copies from it on a stream are truly asynchronous.

@@ -70,7 +70,7 @@ class ShardMpi : public ::testing::TestWithParam<Case> {
   cudaStream_t stream_ = nullptr;
 };
 
-TEST_P(ShardMpi, MatchesTheHostPathOverMpi) { gputest::RunBoth(GetParam(), *host_, *nccl_, stream_); }
+TEST_P(ShardMpi, MatchesTheHostPathOverMpi) { gputest::RunBoth(GetParam(), *host_, *nccl_, stream_, 0); }
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, ShardMpi,
