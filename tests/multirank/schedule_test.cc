@@ -130,6 +130,40 @@ TEST(ShardSchedule, ZeroTwoGathersUpdatedShardsEachStep) {
   });
 }
 
+// The pool's accounting bounds what ZeRO-3 holds: at most two gathered
+// groups and one gradient buffer in flight (its reduction enqueued, its
+// memory returned on the stream for the next prefetched gather), and no
+// growth from step to step once prefetch is on (the second step). Equal groups of 48 floats (192 bytes, a multiple
+// of the pool's 64-byte rounding) on 2 ranks, so the bound is exact.
+TEST(ShardSchedule, PoolPeakIsTwoGroupsAndOneReductionWithoutGrowth) {
+  RunRanksExpecting(2, [&](Communicator& c) {
+    BufferPool pool;
+    Model m;
+    for (int i = 0; i < 4; ++i) {
+      auto g = ShardGroup::Create(&c, nullptr, std::vector<ParamSpec>{{"w", {8, 6}}}, {}, &pool);
+      ASSERT_TRUE(g.ok()) << g.status();
+      m.groups.push_back(std::move(*g));
+    }
+    const size_t unsharded = m.groups[0]->layout().unsharded_numel() * sizeof(float);
+    ASSERT_EQ(unsharded, 192u);
+    HostStream stream;
+    ShardSchedule s(&stream, /*reshard_after_forward=*/true);
+    size_t held_after_second = 0;
+    for (int step = 0; step < 4; ++step) {
+      Step(m, &s, c.rank());
+      const PoolStats st = pool.stats();
+      EXPECT_EQ(st.live_bytes, 0u) << "step " << step;
+      EXPECT_LE(st.peak_live_bytes, 3 * unsharded) << "step " << step;
+      EXPECT_LE(st.pooled_bytes, 3 * unsharded) << "step " << step;
+      if (step == 1) held_after_second = st.pooled_bytes;
+      if (step > 1) {
+        EXPECT_EQ(st.pooled_bytes, held_after_second) << "the pool grew at step " << step;
+      }
+    }
+    EXPECT_EQ(s.max_gathered(), 2);
+  });
+}
+
 TEST(ShardSchedule, DeclaredOrderIsChecked) {
   HostStream stream;
   ShardSchedule s(&stream, true);
