@@ -25,6 +25,7 @@
 #ifndef WEFT_SHARD_SCHEDULE_H_
 #define WEFT_SHARD_SCHEDULE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -109,6 +110,13 @@ class ShardSchedule {
   // current or last step.
   int gathered() const { return static_cast<int>(held_.size()); }
   int max_gathered() const { return max_gathered_; }
+  // When g's latest gather completed, once PreForward or PreBackward of g
+  // returned (host memory): what a device computing on g would have waited
+  // for, as opposed to when the calling thread got a core back. Profilers
+  // and weft-shard-bench's simulated device use it.
+  absl::StatusOr<std::chrono::steady_clock::time_point> GatheredAt(ShardGroup* g) {
+    return streams_->GatheredAt(g);
+  }
 
  private:
   struct Held {

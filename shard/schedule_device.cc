@@ -51,6 +51,10 @@ class DeviceStreams final : public ScheduleStreams {
     }
     return rt_->Record(e, comm_);
   }
+  absl::StatusOr<std::chrono::steady_clock::time_point> GatheredAt(const ShardGroup*) override {
+    return Unsupported("GatheredAt: gathers on CUDA memory are not timed by the schedule (its events carry no "
+                       "timing); use a CUDA profiler");
+  }
   absl::Status Ready(const ShardGroup* g) override {
     auto it = events_.find(g);
     if (it == events_.end()) return InternalError("no gather was recorded for this group");

@@ -28,6 +28,11 @@ class HostStreams final : public ScheduleStreams {
     // A failed gather surfaces here rather than as wrong parameters.
     return stream_->PendingError();
   }
+  absl::StatusOr<std::chrono::steady_clock::time_point> GatheredAt(const ShardGroup* g) override {
+    auto it = marks_.find(g);
+    if (it == marks_.end()) return InvalidUsage("GatheredAt: the group was never gathered by this schedule");
+    return stream_->ReachedAt(it->second);
+  }
   void Settle(const ShardGroup* g) override {
     auto it = marks_.find(g);
     if (it != marks_.end()) stream_->WaitFor(it->second);

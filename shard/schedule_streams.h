@@ -24,6 +24,7 @@
 #ifndef WEFT_SHARD_SCHEDULE_STREAMS_H_
 #define WEFT_SHARD_SCHEDULE_STREAMS_H_
 
+#include <chrono>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -52,6 +53,10 @@ class ScheduleStreams {
   // The caller may read g's parameters: host: waits for its gather and
   // returns the stream's pending error; CUDA: the caller's stream waits.
   virtual absl::Status Ready(const ShardGroup* g) = 0;
+  // When g's latest gather completed on the comm stream (host: the stream's
+  // timing, core/stream.h ReachedAt); not before Ready(g) returned. CUDA:
+  // Unsupported (the events carry no timing: profile with CUDA's tools).
+  virtual absl::StatusOr<std::chrono::steady_clock::time_point> GatheredAt(const ShardGroup* g) = 0;
   // As Ready, without surfacing errors: g's buffers are about to be released.
   virtual void Settle(const ShardGroup* g) = 0;
   // The comm stream's later work runs after the caller's work so far.

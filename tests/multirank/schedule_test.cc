@@ -4,7 +4,9 @@
 // updated shards anew at each step.
 #include "shard/schedule.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -108,6 +110,44 @@ TEST(ShardSchedule, ZeroThreeMatchesUnscheduledAndHoldsTwoGroups) {
       EXPECT_FALSE(a.groups[i]->unsharded());
     }
     EXPECT_EQ(pool.stats().live_bytes, 0u);
+  });
+}
+
+// GatheredAt says when a gather completed, not when the caller noticed: a
+// prefetched group's gather finishes while the caller is away.
+TEST(ShardSchedule, GatheredAtIsTheGathersCompletion) {
+  using Clock = std::chrono::steady_clock;
+  RunRanksExpecting(3, [&](Communicator& c) {
+    BufferPool pool;
+    Model m = Build(c, &pool);
+    HostStream stream;
+    ShardSchedule s(&stream, /*reshard_after_forward=*/true);
+    EXPECT_EQ(s.GatheredAt(m.groups[0].get()).status().code(), absl::StatusCode::kFailedPrecondition)
+        << "never gathered";
+    Step(m, &s, c.rank());  // records the order: prefetch from now on
+    ASSERT_TRUE(s.BeginStep().ok());
+    const Clock::time_point start = Clock::now();
+    ASSERT_TRUE(s.PreForward(m.groups[0].get()).ok());  // enqueues group 1's gather behind group 0's
+    const Clock::time_point first_ready = Clock::now();
+    auto t0 = s.GatheredAt(m.groups[0].get());
+    ASSERT_TRUE(t0.ok()) << t0.status();
+    EXPECT_GE(*t0, start);
+    EXPECT_LE(*t0, first_ready);
+    ASSERT_TRUE(s.PostForward(m.groups[0].get()).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // "computing": the prefetch runs meanwhile
+    const Clock::time_point asked = Clock::now();
+    ASSERT_TRUE(s.PreForward(m.groups[1].get()).ok());
+    auto t1 = s.GatheredAt(m.groups[1].get());
+    ASSERT_TRUE(t1.ok()) << t1.status();
+    EXPECT_GT(*t1, *t0);
+    EXPECT_LT(*t1, asked) << "the prefetched gather completed during the sleep";
+    for (size_t i = 1; i < m.groups.size(); ++i) {
+      if (i > 1) {
+        ASSERT_TRUE(s.PreForward(m.groups[i].get()).ok());
+      }
+      ASSERT_TRUE(s.PostForward(m.groups[i].get()).ok());
+    }
+    ASSERT_TRUE(s.EndStep().ok());
   });
 }
 
