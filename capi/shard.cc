@@ -205,8 +205,7 @@ WEFT_API weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void
 WEFT_API weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group) {
   return Guard("weftShardGroupZeroGrads", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
-    g->ZeroGrads();
-    return absl::OkStatus();
+    return g->ZeroGrads();
   });
 }
 

@@ -13,7 +13,7 @@
 
 struct weftShardSchedule {
   std::unique_ptr<weft::HostStream> own_stream;  // when the caller passed none
-  weftStream_t stream = nullptr;                 // the caller's, else NULL
+  weftStream_t stream = nullptr;                 // host: the caller's weftStream_t, else NULL
   weftShardScheduleConfig_t config;
   // The handle of each group the schedule has seen, for the acquire and release callbacks.
   absl::flat_hash_map<weft::shard::ShardGroup*, weftShardGroup_t> handles;
@@ -40,6 +40,9 @@ absl::StatusOr<weftShardScheduleConfig_t> ReadScheduleConfig(const weftShardSche
   }
   if (c.prefetch != 0 && c.prefetch != 1) {
     return InvalidArgument("config->prefetch = %d (expected 0 or 1)", c.prefetch);
+  }
+  if (c.memory != weftMemoryHost && c.memory != weftMemoryCuda) {
+    return InvalidArgument("config->memory = %d is not a weftMemoryKind_t", static_cast<int>(c.memory));
   }
   if ((c.acquire == nullptr) != (c.release == nullptr)) {
     return InvalidArgument("config->acquire is %s but config->release is %s (set both or neither)",
@@ -77,23 +80,31 @@ using weft::capi::Guard;
 WEFT_API weftResult_t weftShardScheduleCreate(weftStream_t stream, const weftShardScheduleConfig_t* config,
                                               weftShardSchedule_t* schedule) {
   return Guard("weftShardScheduleCreate", [&]() -> absl::Status {
-    weft::HostStream* hs = nullptr;
-    if (stream != nullptr) {
-      hs = weft::HostStream::Find(stream);
-      if (hs == nullptr) {
-        return weft::InvalidArgument("stream = %p is not a live weft host stream", static_cast<void*>(stream));
-      }
-    }
     if (schedule == nullptr) return weft::InvalidArgument("schedule is NULL");
     ASSIGN_OR_RETURN(const auto cfg, weft::capi::ReadScheduleConfig(config));
+    std::unique_ptr<weft::shard::ScheduleStreams> streams;
     auto s = std::make_unique<weftShardSchedule>();
-    s->config = cfg;
-    s->stream = stream;
-    if (hs == nullptr) {
-      s->own_stream = std::make_unique<weft::HostStream>();
-      hs = s->own_stream.get();
+    if (cfg.memory == weftMemoryCuda) {
+      // A cudaStream_t: what the framework computes on (NULL: the legacy default stream).
+      ASSIGN_OR_RETURN(streams, weft::shard::DeviceScheduleStreams(static_cast<void*>(stream)));
+    } else {
+      weft::HostStream* hs = nullptr;
+      if (stream != nullptr) {
+        hs = weft::HostStream::Find(stream);
+        if (hs == nullptr) {
+          return weft::InvalidArgument("stream = %p is not a live weft host stream (config->memory = weftMemoryHost; "
+                                       "for groups on CUDA memory set weftMemoryCuda and pass a cudaStream_t)",
+                                       static_cast<void*>(stream));
+        }
+        s->stream = stream;
+      } else {
+        s->own_stream = std::make_unique<weft::HostStream>();
+        hs = s->own_stream.get();
+      }
+      streams = weft::shard::HostScheduleStreams(hs);
     }
-    s->impl = std::make_unique<weft::shard::ShardSchedule>(hs, weft::capi::Options(s.get()));
+    s->config = cfg;
+    s->impl = std::make_unique<weft::shard::ShardSchedule>(std::move(streams), weft::capi::Options(s.get()));
     *schedule = s.release();
     weft::capi::Live<weftShardSchedule>::Add(*schedule);
     return absl::OkStatus();
@@ -105,7 +116,8 @@ WEFT_API weftResult_t weftShardScheduleDestroy(weftShardSchedule_t schedule) {
     RETURN_IF_ERROR(weft::capi::Live<weftShardSchedule>::Check("schedule", schedule));
     weft::capi::Live<weftShardSchedule>::Remove(schedule);
     // Garbage-collected bindings cannot always destroy the schedule before its stream.
-    if (schedule->stream != nullptr && weft::HostStream::Find(schedule->stream) == nullptr) {
+    if (schedule->config.memory == weftMemoryHost && schedule->stream != nullptr &&
+        weft::HostStream::Find(schedule->stream) == nullptr) {
       schedule->impl->StreamDestroyed();
     }
     delete schedule;

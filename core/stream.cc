@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
 
 namespace weft {
 namespace {
@@ -18,7 +19,7 @@ absl::flat_hash_set<const void*>& Registry() {
 
 }  // namespace
 
-HostStream::HostStream() {
+HostStream::HostStream() : created_(std::chrono::steady_clock::now()) {
   {
     std::lock_guard<std::mutex> lock(RegistryMutex());
     Registry().insert(this);
@@ -70,6 +71,20 @@ void HostStream::WaitFor(uint64_t mark) {
   cv_.wait(lock, [&] { return done_ >= mark; });
 }
 
+absl::StatusOr<std::chrono::steady_clock::time_point> HostStream::ReachedAt(uint64_t mark) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mark == 0) return created_;
+  if (mark > done_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("ReachedAt: mark %u is not reached yet (%u tasks done)", mark, done_));
+  }
+  if (done_ - mark >= kTimedMarks) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "ReachedAt: mark %u is too old (%u tasks done, the last %u are timed)", mark, done_, kTimedMarks));
+  }
+  return done_at_[(mark - 1) % kTimedMarks];
+}
+
 bool HostStream::Idle() {
   std::lock_guard<std::mutex> lock(mu_);
   return done_ == enqueued_;
@@ -94,8 +109,10 @@ void HostStream::Run() {
     } catch (...) {
       s = absl::InternalError("host stream task threw an exception");
     }
+    const auto finished = std::chrono::steady_clock::now();
     lock.lock();
     if (!s.ok() && first_error_.ok()) first_error_ = s;
+    done_at_[done_ % kTimedMarks] = finished;
     ++done_;
     cv_.notify_all();
   }

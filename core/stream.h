@@ -14,6 +14,8 @@
 #ifndef WEFT_CORE_STREAM_H_
 #define WEFT_CORE_STREAM_H_
 
+#include <array>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -22,6 +24,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace weft {
 
@@ -44,6 +47,14 @@ class HostStream {
   // for one piece of work without draining the stream.
   uint64_t Mark();
   void WaitFor(uint64_t mark);
+  // When the stream reached `mark` (its last task before the mark finished),
+  // like the elapsed time of a CUDA event with timing: profilers and
+  // benchmarks use it to tell when a piece of work completed, as opposed to
+  // when a thread noticed. FailedPrecondition before the mark is reached;
+  // OutOfRange once more than kTimedMarks tasks ran after it; mark 0 is the
+  // stream's creation.
+  static constexpr uint64_t kTimedMarks = 1024;
+  absl::StatusOr<std::chrono::steady_clock::time_point> ReachedAt(uint64_t mark);
   // True when nothing is queued or running.
   bool Idle();
   // The first error since the last Synchronize, without clearing it.
@@ -60,6 +71,8 @@ class HostStream {
   std::deque<Task> queue_;
   uint64_t enqueued_ = 0;
   uint64_t done_ = 0;
+  std::chrono::steady_clock::time_point created_;
+  std::array<std::chrono::steady_clock::time_point, kTimedMarks> done_at_{};  // task k at [(k - 1) % kTimedMarks]
   bool stop_ = false;
   absl::Status first_error_;
   std::thread thread_;

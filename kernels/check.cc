@@ -1,6 +1,8 @@
 #include "kernels/check.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
@@ -62,6 +64,11 @@ namespace {
 
 struct OverlapScratch {
   std::vector<OverlapCheck::Range> reads, writes;
+  // SortWrites' state: the permutation that last put this thread's writes in
+  // address order, and room to sort and reorder into.
+  std::vector<uint32_t> order;
+  std::vector<std::pair<uintptr_t, uint32_t>> keys;
+  std::vector<OverlapCheck::Range> sorted;
 };
 OverlapScratch& Scratch() {
   thread_local OverlapScratch scratch;
@@ -69,6 +76,32 @@ OverlapScratch& Scratch() {
 }
 
 bool ByBegin(const OverlapCheck::Range& a, const OverlapCheck::Range& b) { return a.begin < b.begin; }
+
+// Puts `writes` (this thread's scratch) in address order. One-shot calls of
+// a thread mostly repeat one tensor list (every training step's), whose
+// tensors sit in the same, unsorted, places each time: the order the last
+// sort found is tried first, and kept when one pass shows it sorts these
+// writes too (an O(n) reorder instead of an O(n log n) sort). Otherwise the
+// addresses are sorted as compact (address, index) keys, not as Ranges.
+void SortWrites(std::vector<OverlapCheck::Range>& writes, OverlapScratch& s) {
+  const size_t n = writes.size();
+  if (n > UINT32_MAX) {
+    std::sort(writes.begin(), writes.end(), ByBegin);
+    return;
+  }
+  bool reuse = s.order.size() == n;  // a permutation of [0, n) whenever its size is n
+  for (size_t k = 1; reuse && k < n; ++k) reuse = writes[s.order[k - 1]].begin <= writes[s.order[k]].begin;
+  if (!reuse) {
+    s.keys.resize(n);
+    for (size_t k = 0; k < n; ++k) s.keys[k] = {writes[k].begin, static_cast<uint32_t>(k)};
+    std::sort(s.keys.begin(), s.keys.end());
+    s.order.resize(n);
+    for (size_t k = 0; k < n; ++k) s.order[k] = s.keys[k].second;
+  }
+  s.sorted.resize(n);
+  for (size_t k = 0; k < n; ++k) s.sorted[k] = writes[s.order[k]];
+  writes.swap(s.sorted);
+}
 
 absl::Status Overlap(const OverlapCheck::Range& a, const OverlapCheck::Range& b) {
   return InvalidArgument("%s (%#x..%#x) overlaps %s (%#x..%#x)", Label(a.what, a.index), a.begin, a.end,
@@ -149,7 +182,7 @@ void OverlapCheck::AddList(const SegmentList& list) {
 }
 
 absl::Status OverlapCheck::Check() {
-  if (!std::is_sorted(writes_.begin(), writes_.end(), ByBegin)) std::sort(writes_.begin(), writes_.end(), ByBegin);
+  if (!std::is_sorted(writes_.begin(), writes_.end(), ByBegin)) SortWrites(writes_, Scratch());
   for (size_t k = 1; k < writes_.size(); ++k) {
     if (writes_[k].begin < writes_[k - 1].end) return Overlap(writes_[k], writes_[k - 1]);
   }

@@ -38,7 +38,9 @@ absl::Status CheckTensors(const char* what, absl::Span<const TensorRef> tensors,
 
 // Byte ranges a call reads and writes; Check() refuses writes that overlap
 // each other or any read. O(n) when both lists are already in address order
-// (packed buckets, tensors allocated one after another), O(n log n) otherwise.
+// (packed buckets, tensors allocated one after another) or the writes are in
+// an order the thread's previous check sorted (the same tensor list again),
+// O(n log n) otherwise.
 // Its storage is per thread and reused, so a check of 10,000 tensors does not
 // allocate: at most one OverlapCheck may be live per thread.
 class OverlapCheck {

@@ -1,7 +1,6 @@
 #include "kernels/copy_plan.h"
 
 #include <utility>
-#include <vector>
 
 #include "core/status.h"
 #include "kernels/check.h"
@@ -13,14 +12,25 @@ namespace weft {
 namespace kernels {
 
 // Everything a run needs, fixed at creation. Host plans keep the prepared
-// pieces and tasks; device plans keep the segments the device hook takes.
+// pieces and tasks; device plans keep the device implementation's plan (its
+// launch table already in device memory), freed with the last copy of this plan.
 struct CopyPlan::State {
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() {
+    // A failure here can only be an earlier asynchronous error, which the
+    // caller's next synchronisation of a stream reports; nothing to do with it here.
+    if (device != nullptr) (void)dk->plan_destroy(device);
+  }
+
   const char* kernel = "";
   bool accumulate = false;
   MemKind memory = MemKind::kHost;
   size_t elements = 0;
   cpu::PreparedCopy host;
-  std::vector<Segment> device;
+  const DeviceKernels* dk = nullptr;
+  void* device = nullptr;
 };
 
 absl::StatusOr<CopyPlan> CopyPlan::Make(const char* kernel, const absl::Status& listed, SegmentList& list,
@@ -36,8 +46,10 @@ absl::StatusOr<CopyPlan> CopyPlan::Make(const char* kernel, const absl::Status& 
   state->memory = *memory;
   if (*memory == MemKind::kCuda) {
     // Refused now rather than at every run when this build has no device kernels.
-    RETURN_IF_ERROR(DeviceFor(kernel, nullptr).status());
-    state->device = std::move(list.segments);
+    ASSIGN_OR_RETURN(state->dk, DeviceFor(kernel, nullptr));
+    RETURN_IF_ERROR(DeviceResult(kernel, state->dk,
+                                 state->dk->plan_create(list.segments.data(), list.segments.size(), accumulate,
+                                                        &state->device)));
   } else {
     cpu::Prepare(list.segments, state->host);
   }
@@ -73,8 +85,8 @@ absl::Status CopyPlan::Run(float scale, void* stream) const {
   if (state_ == nullptr || state_->elements == 0) return absl::OkStatus();
   const State& s = *state_;
   if (s.memory == MemKind::kCuda) {
-    ASSIGN_OR_RETURN(const DeviceKernels* dk, DeviceFor(s.kernel, stream));
-    return DeviceResult(s.kernel, dk, dk->copy(s.device.data(), s.device.size(), scale, s.accumulate, stream));
+    RETURN_IF_ERROR(DeviceFor(s.kernel, stream).status());
+    return DeviceResult(s.kernel, s.dk, s.dk->plan_run(s.device, scale, stream));
   }
   if (stream == nullptr) {
     cpu::Run(s.host, scale, s.accumulate);

@@ -14,12 +14,23 @@
 //                    kernels::CopyPlan::Flatten(grads, bucket, DataType::kBfloat16, offsets));
 //   for (;;) RETURN_IF_ERROR(fill.Run(1.0f / world, /*stream=*/nullptr));  // every step
 //
+// On CUDA memory, creation also builds the device kernels' launch table and
+// uploads it to device memory (kernels/cuda/launch.h: cudaMalloc, cudaMemcpy,
+// so create plans outside a graph capture). Run is then one kernel launch per
+// (source, destination) type pair present, one for a list of one type, on the
+// given cudaStream_t: no host-side building, no allocation, no
+// synchronisation, so it can be captured in a CUDA graph.
+//
 // The buffers named at creation must stay allocated at the same addresses for
 // as long as the plan runs; their contents may change freely. A plan is
-// immutable after creation: any thread may Run it, concurrently too (if the
-// destinations allow), and copies of a plan share its prepared state. Run on a
-// host stream keeps that state alive until the work has run, so the plan
-// itself may be destroyed right after enqueuing.
+// immutable after creation: any thread may Run it, on any stream, concurrently
+// too (if the destinations allow), and copies of a plan share its prepared
+// state. Run on a host stream keeps that state alive until the work has run,
+// so the plan itself may be destroyed right after enqueuing. On CUDA memory
+// the last copy's destruction waits for the device (cudaDeviceSynchronize:
+// every stream a run may still be queued on) before freeing the table, so
+// that too is safe right after enqueuing; but it must not happen during a
+// capture, nor while a CUDA graph that captured a Run may still be launched.
 #ifndef WEFT_KERNELS_COPY_PLAN_H_
 #define WEFT_KERNELS_COPY_PLAN_H_
 

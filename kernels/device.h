@@ -40,6 +40,15 @@ struct DeviceKernels {
   int (*unscale)(const TensorRef* tensors, size_t n, float inv_scale, int* found_inf, void* stream);
   // kernels/types.h's blocking; norms may be nullptr.
   int (*l2norm)(const TensorRef* tensors, size_t n, float* norms, float* total, void* stream);
+  // A copy planned once (kernels/copy_plan.h): plan_create takes the
+  // segments and accumulate of copy and makes an opaque plan that keeps its
+  // launch table in device memory (it may allocate and synchronise);
+  // plan_run enqueues the copy with this scale on `stream` and nothing else
+  // (capturable in a CUDA graph); plan_destroy waits until no run can still
+  // be in flight on any stream, then frees the plan.
+  int (*plan_create)(const Segment* segments, size_t n, bool accumulate, void** plan);
+  int (*plan_run)(const void* plan, float scale, void* stream);
+  int (*plan_destroy)(void* plan);
   const char* (*error_string)(int code);
 };
 

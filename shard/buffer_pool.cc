@@ -1,8 +1,9 @@
 #include "shard/buffer_pool.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <utility>
 
+#include "absl/strings/str_format.h"
 #include "core/status.h"
 
 namespace weft {
@@ -14,14 +15,36 @@ size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 BufferPool::~BufferPool() {
   Trim();
-  for (auto& [size, p] : stream_free_) std::free(p);
+  for (auto& [size, p] : stream_free_) mem_->Free(p, nullptr);
 }
 
-absl::StatusOr<void*> BufferPool::Get(size_t bytes, HostStream* stream) {
+absl::Status BufferPool::Bind(std::shared_ptr<const MemoryOps> mem) {
+  if (mem == nullptr) return InvalidArgument("mem is NULL");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mem->kind() == mem_->kind() && mem->device() == mem_->device()) return absl::OkStatus();
+  if (!live_.empty() || !free_.empty() || !stream_free_.empty()) {
+    return InvalidUsage("the buffer pool holds %s memory%s (%zu bytes live, %zu pooled): it cannot serve %s memory%s",
+                        Name(mem_->kind()), mem_->device() >= 0 ? absl::StrFormat(" of device %d", mem_->device()) : "",
+                        stats_.live_bytes, stats_.pooled_bytes, Name(mem->kind()),
+                        mem->device() >= 0 ? absl::StrFormat(" of device %d", mem->device()) : "");
+  }
+  mem_ = std::move(mem);
+  return absl::OkStatus();
+}
+
+MemKind BufferPool::memory() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mem_->kind();
+}
+
+absl::StatusOr<void*> BufferPool::Get(size_t bytes, void* stream) {
   const size_t size = RoundUp(std::max<size_t>(bytes, 1));
   std::lock_guard<std::mutex> lock(mu_);
   void* p = nullptr;
-  if (stream != nullptr) {
+  if (mem_->stream_ordered()) {
+    // The device's allocator reuses in stream order itself.
+    ASSIGN_OR_RETURN(p, mem_->Alloc(size, stream));
+  } else if (stream != nullptr) {
     // A buffer returned on this very stream: its last use runs before ours.
     auto [lo, hi] = stream_free_.equal_range(size);
     for (auto it = lo; it != hi; ++it) {
@@ -39,8 +62,7 @@ absl::StatusOr<void*> BufferPool::Get(size_t bytes, HostStream* stream) {
     free_.erase(it);
     stats_.pooled_bytes -= size;
   } else {
-    p = std::aligned_alloc(kAlign, size);
-    if (p == nullptr) return SystemError("out of host memory allocating %zu bytes", size);
+    ASSIGN_OR_RETURN(p, mem_->Alloc(size, stream));
   }
   live_[p] = size;
   stats_.live_bytes += size;
@@ -48,34 +70,36 @@ absl::StatusOr<void*> BufferPool::Get(size_t bytes, HostStream* stream) {
   return p;
 }
 
-void BufferPool::Put(void* p) {
-  if (p == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
+bool BufferPool::Unlive(void* p, size_t* size) {
   auto it = live_.find(p);
-  if (it == live_.end()) return;  // not ours: ignore rather than corrupt the accounting
-  const size_t size = it->second;
+  if (it == live_.end()) return false;  // not ours: ignore rather than corrupt the accounting
+  *size = it->second;
   live_.erase(it);
-  stats_.live_bytes -= size;
-  stats_.pooled_bytes += size;
-  free_.emplace(size, p);
+  stats_.live_bytes -= *size;
+  return true;
 }
 
-void BufferPool::PutOnStream(void* p, HostStream* stream) {
-  if (stream == nullptr) return Put(p);
+void BufferPool::PutOnStream(void* p, void* stream) {
+  if (p == nullptr) return;
   uint64_t token = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = live_.find(p);
-    if (it == live_.end()) return;
-    const size_t size = it->second;
-    live_.erase(it);
-    stats_.live_bytes -= size;
+    size_t size = 0;
+    if (!Unlive(p, &size)) return;
+    if (mem_->stream_ordered()) {
+      mem_->Free(p, stream);
+      return;
+    }
     stats_.pooled_bytes += size;
+    if (stream == nullptr) {
+      free_.emplace(size, p);
+      return;
+    }
     token = ++next_token_;
     stream_free_.emplace(size, p);
-    stream_of_[p] = {stream, token, size};
+    stream_of_[p] = {static_cast<HostStream*>(stream), token, size};
   }
-  stream->Enqueue([this, p, token] {
+  static_cast<HostStream*>(stream)->Enqueue([this, p, token] {
     ReleaseToHost(p, token);
     return absl::OkStatus();
   });
@@ -97,9 +121,11 @@ void BufferPool::ReleaseToHost(void* p, uint64_t token) {
 
 void BufferPool::Trim() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [size, p] : free_) std::free(p);
+  for (auto& [size, p] : free_) {
+    mem_->Free(p, nullptr);
+    stats_.pooled_bytes -= size;  // what streams still hold stays pooled
+  }
   free_.clear();
-  stats_.pooled_bytes = 0;
 }
 
 PoolStats BufferPool::stats() const {

@@ -3,16 +3,17 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "core/status.h"
 
 namespace weft {
 namespace shard {
 
-ShardSchedule::ShardSchedule(HostStream* stream, ScheduleOptions options)
-    : stream_(stream), options_(std::move(options)) {}
+ShardSchedule::ShardSchedule(std::unique_ptr<ScheduleStreams> streams, ScheduleOptions options)
+    : streams_(std::move(streams)), options_(std::move(options)) {}
 
 ShardSchedule::~ShardSchedule() {
-  if (stream_ != nullptr) stream_->Synchronize().IgnoreError();
+  streams_->Finish();
   // Pool-held groups keep their buffers until their own Reshard or
   // destruction (they may be gone already); acquired ones go back.
   if (!options_.buffers.release) return;
@@ -26,6 +27,7 @@ absl::Status ShardSchedule::SetOrder(std::vector<ShardGroup*> order) {
   absl::flat_hash_map<ShardGroup*, int> position;
   for (size_t i = 0; i < order.size(); ++i) {
     if (order[i] == nullptr) return InvalidArgument("order[%zu] is NULL", i);
+    RETURN_IF_ERROR(streams_->CheckGroup(absl::StrFormat("order[%zu]", i).c_str(), *order[i]));
     if (!position.emplace(order[i], static_cast<int>(i)).second) {
       return InvalidArgument("order[%zu] repeats order[%d]", i, position[order[i]]);
     }
@@ -39,6 +41,7 @@ absl::Status ShardSchedule::SetOrder(std::vector<ShardGroup*> order) {
 
 absl::Status ShardSchedule::CheckCall(const char* what, ShardGroup* g) const {
   if (g == nullptr) return InvalidArgument("%s: group is NULL", what);
+  RETURN_IF_ERROR(streams_->CheckGroup(what, *g));
   if (!in_step_) return InvalidUsage("%s outside a step (call BeginStep first)", what);
   return absl::OkStatus();
 }
@@ -53,32 +56,34 @@ void* ShardSchedule::full(ShardGroup* g) const {
 
 absl::Status ShardSchedule::Gather(ShardGroup* g) {
   if (held_.contains(g)) return absl::OkStatus();  // gathered, or its gather is in flight
+  ASSIGN_OR_RETURN(void* stream, streams_->Comm(*g));
   void* full = nullptr;
   if (options_.buffers.acquire) {
     const size_t bytes = g->full_numel() * ElementSize(g->options().param_dtype);
     ASSIGN_OR_RETURN(full, options_.buffers.acquire(g, bytes));
     if (full == nullptr && bytes > 0) return SystemError("acquire returned NULL for %zu bytes", bytes);
-    if (const absl::Status s = g->UnshardInto(full, stream_); !s.ok()) {
-      stream_->WaitFor(stream_->Mark());  // part of the gather may be enqueued
+    // The framework's memory may still be read by its earlier work.
+    absl::Status s = streams_->AfterCaller();
+    if (s.ok()) s = g->UnshardInto(full, stream);
+    if (!s.ok()) {
+      streams_->Handoff();  // part of the gather may be enqueued
       options_.buffers.release(g, full);
       return s;
     }
   } else {
-    RETURN_IF_ERROR(g->Unshard(stream_));
+    RETURN_IF_ERROR(g->Unshard(stream));
   }
-  held_[g] = Held{full, stream_->Mark(), true};
+  held_[g] = Held{full, true};
   max_gathered_ = std::max(max_gathered_, gathered());
-  return absl::OkStatus();
+  return streams_->Gathered(g);
 }
 
 absl::Status ShardSchedule::Ready(ShardGroup* g) {
   RETURN_IF_ERROR(Gather(g));
   Held& h = held_[g];
   if (h.pending) {
-    stream_->WaitFor(h.mark);
+    RETURN_IF_ERROR(streams_->Ready(g));
     h.pending = false;
-    // A failed gather surfaces here rather than as wrong parameters.
-    RETURN_IF_ERROR(stream_->PendingError());
   }
   return absl::OkStatus();
 }
@@ -91,21 +96,25 @@ absl::Status ShardSchedule::Release(ShardGroup* g) {
 absl::Status ShardSchedule::Drop(ShardGroup* g) {
   auto it = held_.find(g);
   if (it == held_.end()) return absl::OkStatus();
-  // A gather still in flight writes the buffers: let it finish first.
-  if (it->second.pending) stream_->WaitFor(it->second.mark);
+  // A gather still in flight writes the buffers: whoever gets them next comes after it.
+  if (it->second.pending) streams_->Settle(g);
   void* full = it->second.full;
   held_.erase(it);
   if (full != nullptr) {
     options_.buffers.release(g, full);
     return absl::OkStatus();
   }
-  return g->Reshard();
+  // The caller may have read the parameters: the memory is reused after that.
+  RETURN_IF_ERROR(streams_->AfterCaller());
+  return g->ReshardAfter(streams_->release_stream());
 }
 
 absl::Status ShardSchedule::BeginStep() {
   if (in_step_) return InvalidUsage("BeginStep: the last step was not ended (call EndStep)");
   in_step_ = true;
   max_gathered_ = gathered();
+  // The optimizer has updated the shards on the caller's side: gathers come after.
+  RETURN_IF_ERROR(streams_->AfterCaller());
   // ZeRO-1/2 keep groups gathered; the optimizer has updated the shards since.
   std::vector<ShardGroup*> held;
   for (const auto& [g, h] : held_) held.push_back(g);
@@ -147,19 +156,23 @@ absl::Status ShardSchedule::PreBackward(ShardGroup* g) {
 
 absl::Status ShardSchedule::PostBackward(ShardGroup* g, absl::Span<const kernels::TensorRef> grads) {
   RETURN_IF_ERROR(CheckCall("PostBackward", g));
-  RETURN_IF_ERROR(g->ReduceGrads(grads, stream_));
+  ASSIGN_OR_RETURN(void* stream, streams_->Comm(*g));
+  RETURN_IF_ERROR(streams_->AfterCaller());  // the caller produced the gradients
+  RETURN_IF_ERROR(g->ReduceGrads(grads, stream));
   return Release(g);
 }
 
 absl::Status ShardSchedule::PostBackwardFlat(ShardGroup* g, void* grads, DataType t) {
   RETURN_IF_ERROR(CheckCall("PostBackwardFlat", g));
-  RETURN_IF_ERROR(g->ReduceGradsFlat(grads, t, stream_));
+  ASSIGN_OR_RETURN(void* stream, streams_->Comm(*g));
+  RETURN_IF_ERROR(streams_->AfterCaller());  // the caller produced the gradients
+  RETURN_IF_ERROR(g->ReduceGradsFlat(grads, t, stream));
   return Release(g);
 }
 
 absl::Status ShardSchedule::EndStep() {
   if (!in_step_) return InvalidUsage("EndStep outside a step (call BeginStep first)");
-  absl::Status s = stream_->Synchronize();
+  absl::Status s = streams_->EndStep();
   for (auto& [g, h] : held_) h.pending = false;
   in_step_ = false;
   if (recording_ && !order_.empty()) {

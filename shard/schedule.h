@@ -5,9 +5,12 @@
 // The order of groups is declared (SetOrder) or recorded in the first
 // forward; prefetching starts once it is known. At most two all-gathers are
 // in flight: the group in use and the one prefetched, which is what bounds
-// peak memory to the shards plus about two groups. Work runs on one host
-// stream; waiting for a group's gather waits for that gather alone (a stream
-// mark), not for the gradient reductions queued behind it.
+// peak memory to the shards plus about two groups. Work runs on one stream
+// (shard/schedule_streams.h): on host memory a HostStream, where waiting for
+// a group's gather waits for that gather alone (a stream mark), not for the
+// gradient reductions queued behind it; on CUDA memory the schedule's own
+// stream, and "waiting" for a gather is the caller's cudaStream_t waiting on
+// an event (the host never waits).
 //
 // Full parameters live in weft's pool (ShardGroup::Unshard; read them with
 // FullParam), or in memory the framework hands over through FullBuffers
@@ -22,8 +25,11 @@
 #ifndef WEFT_SHARD_SCHEDULE_H_
 #define WEFT_SHARD_SCHEDULE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/stream.h"
+#include "shard/schedule_streams.h"
 #include "shard/shard_group.h"
 
 namespace weft {
@@ -39,7 +46,9 @@ namespace shard {
 // Framework-owned full buffers. acquire returns `bytes` (g->full_numel()
 // elements of param_dtype) for g's gather; release gets them back once the
 // schedule is done with them (the gather into them has run). Both are called
-// on the thread that calls the schedule, never on the stream's thread.
+// on the thread that calls the schedule, never on the stream's thread. CUDA:
+// the caller's stream is ordered after the gather into the buffer before
+// release, and the gather after the caller's work when acquire returned it.
 struct FullBuffers {
   std::function<absl::StatusOr<void*>(ShardGroup* g, size_t bytes)> acquire;
   std::function<void(ShardGroup* g, void* full)> release;
@@ -56,14 +65,20 @@ struct ScheduleOptions {
 
 class ShardSchedule {
  public:
-  ShardSchedule(HostStream* stream, ScheduleOptions options);
+  // Host memory, on `stream`.
+  ShardSchedule(HostStream* stream, ScheduleOptions options)
+      : ShardSchedule(HostScheduleStreams(stream), std::move(options)) {}
   ShardSchedule(HostStream* stream, bool reshard_after_forward)
       : ShardSchedule(stream, ScheduleOptions{reshard_after_forward, true, {}}) {}
-  ~ShardSchedule();  // waits for the stream, releases what is still gathered
+  // Either memory (HostScheduleStreams, DeviceScheduleStreams).
+  ShardSchedule(std::unique_ptr<ScheduleStreams> streams, ScheduleOptions options);
+  ~ShardSchedule();  // waits for the (comm) stream, releases what is still gathered
 
-  // The stream was destroyed before the schedule (its destruction waited for
-  // its work): the destructor must not touch it. Only destruction may follow.
-  void StreamDestroyed() { stream_ = nullptr; }
+  MemKind memory() const { return streams_->kind(); }
+  // Host: the stream was destroyed before the schedule (its destruction
+  // waited for its work): the destructor must not touch it. Only destruction
+  // may follow.
+  void StreamDestroyed() { streams_->CallerStreamGone(); }
 
   // The forward order; backward is its reverse. Optional; not during a step.
   absl::Status SetOrder(std::vector<ShardGroup*> order);
@@ -73,16 +88,18 @@ class ShardSchedule {
   // At the start of each step. ZeRO-1/2: releases the groups kept gathered,
   // whose shards the optimizer has updated since, so they are gathered anew.
   absl::Status BeginStep();
-  // Returns when g's parameters are gathered.
+  // Returns when g's parameters are gathered (CUDA: once the caller's stream
+  // waits for the gather).
   absl::Status PreForward(ShardGroup* g);
   absl::Status PostForward(ShardGroup* g);
   absl::Status PreBackward(ShardGroup* g);
   // Enqueues the reduction of g's gradients, then releases g (ZeRO-3).
   absl::Status PostBackward(ShardGroup* g, absl::Span<const kernels::TensorRef> grads);
   absl::Status PostBackwardFlat(ShardGroup* g, void* grads, DataType t);
-  // Waits for every reduction; the order is known from now on; ZeRO-3
-  // releases any group still gathered (prefetched but unused). Returns the
-  // first error of the step's async work.
+  // Waits for every reduction (CUDA: the caller's stream waits); the order
+  // is known from now on; ZeRO-3 releases any group still gathered
+  // (prefetched but unused). Host: returns the first error of the step's
+  // async work.
   absl::Status EndStep();
   bool in_step() const { return in_step_; }
 
@@ -93,12 +110,18 @@ class ShardSchedule {
   // current or last step.
   int gathered() const { return static_cast<int>(held_.size()); }
   int max_gathered() const { return max_gathered_; }
+  // When g's latest gather completed, once PreForward or PreBackward of g
+  // returned (host memory): what a device computing on g would have waited
+  // for, as opposed to when the calling thread got a core back. Profilers
+  // and weft-shard-bench's simulated device use it.
+  absl::StatusOr<std::chrono::steady_clock::time_point> GatheredAt(ShardGroup* g) {
+    return streams_->GatheredAt(g);
+  }
 
  private:
   struct Held {
     void* full = nullptr;    // acquired buffer; nullptr: the pool's (g->FullParam)
-    uint64_t mark = 0;       // stream mark of its gather
-    bool pending = false;    // the gather may still be running
+    bool pending = false;    // the caller has not been ordered after the gather yet
   };
   absl::Status CheckCall(const char* what, ShardGroup* g) const;
   absl::Status Gather(ShardGroup* g);   // enqueue unless already gathered or in flight
@@ -107,7 +130,7 @@ class ShardSchedule {
   absl::Status Drop(ShardGroup* g);     // reshard, after any gather in flight
   void Prefetch(ShardGroup* g, int direction);
 
-  HostStream* stream_;
+  const std::unique_ptr<ScheduleStreams> streams_;
   const ScheduleOptions options_;
   std::vector<ShardGroup*> order_;
   bool order_known_ = false;

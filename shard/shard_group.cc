@@ -1,23 +1,16 @@
 #include "shard/shard_group.h"
 
-#include <cstring>
 #include <utility>
 
+#include "core/memory.h"
 #include "core/status.h"
-#include "core/stream.h"
+#include "shard/staging.h"
 
 namespace weft {
 namespace shard {
 namespace {
 
 using kernels::TensorRef;
-
-absl::Status CheckStream(void* stream) {
-  if (stream != nullptr && HostStream::Find(stream) == nullptr) {
-    return InvalidArgument("stream = %p is not a live weft host stream (shard groups work on host memory)", stream);
-  }
-  return absl::OkStatus();
-}
 
 bool IsComputeType(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kBfloat16 || t == DataType::kFloat16;
@@ -32,7 +25,14 @@ uint64_t Digest(const ShardLayout& l) {
     mix(l.numel[i]);
     if (!l.row_numel.empty()) mix(l.row_numel[i]);
   }
-  return h >> 1;  // fits int64
+  return h >> 1;  // fits int64, and so does its negation
+}
+
+// Refuses a tensor (named what[i]) that work on `mem` cannot touch.
+absl::Status CheckUsable(const MemoryOps& mem, const char* what, size_t i, const void* p, size_t count) {
+  if (count == 0 || Usable(mem, p)) return absl::OkStatus();
+  return InvalidArgument("%s[%zu] = %p is %s memory, but the group's communicator is on %s memory", what, i, p,
+                         Name(ClassifyPointer(p)), Name(mem.kind()));
 }
 
 }  // namespace
@@ -42,36 +42,49 @@ absl::StatusOr<std::unique_ptr<ShardGroup>> ShardGroup::Create(Communicator* com
                                                                const ShardGroupOptions& options, BufferPool* pool) {
   if (comm == nullptr) return InvalidArgument("comm is NULL");
   if (pool == nullptr) return InvalidArgument("pool is NULL");
-  if (comm->memory() != MemKind::kHost) return Unsupported("shard groups work on host memory for now");
+  if (replicas != nullptr && replicas->memory() != comm->memory()) {
+    return InvalidArgument("replicas are on %s memory but comm on %s memory", Name(replicas->memory()),
+                           Name(comm->memory()));
+  }
   if (!IsComputeType(options.param_dtype)) {
     return InvalidArgument("param_dtype = %s (expected float32, bfloat16 or float16)", Name(options.param_dtype));
   }
   if (!IsComputeType(options.reduce_dtype)) {
     return InvalidArgument("reduce_dtype = %s (expected float32, bfloat16 or float16)", Name(options.reduce_dtype));
   }
+  // Without CUDA (build or machine) every rank fails here alike, before any collective.
+  ASSIGN_OR_RETURN(std::shared_ptr<const MemoryOps> mem, MemoryOpsFor(*comm, "a shard group"));
+  RETURN_IF_ERROR(pool->Bind(mem));
   ASSIGN_OR_RETURN(ShardLayout layout, PlanShards(params, comm->size(), options.layout));
-  // Every rank must have planned the same group: compare digests (min and max agree).
-  const int64_t mine = static_cast<int64_t>(Digest(layout));
-  int64_t lo = mine, hi = mine;
-  RETURN_IF_ERROR(comm->AllReduce(&lo, &lo, 1, DataType::kInt64, RedOp::kMin, nullptr));
-  RETURN_IF_ERROR(comm->AllReduce(&hi, &hi, 1, DataType::kInt64, RedOp::kMax, nullptr));
-  if (lo != hi) {
+  CurrentDevice on(*mem);
+  RETURN_IF_ERROR(on.status());
+  std::unique_ptr<ShardGroup> g(new ShardGroup(comm, replicas, std::move(layout), options, pool, std::move(mem)));
+  const absl::Status local = g->Allocate();
+  // Every rank must have planned the same group and allocated it: one
+  // all-reduce (min) of the digest, its negation (the max) and an ok flag.
+  const int64_t mine = static_cast<int64_t>(Digest(g->layout_));
+  int64_t words[3] = {mine, -mine, local.ok() ? 1 : 0};
+  RETURN_IF_ERROR(StagedAllReduce(*comm, words, 3, DataType::kInt64, RedOp::kMin, g->own_stream_));
+  RETURN_IF_ERROR(local);
+  if (words[2] == 0) return RemoteError("rank %d: another rank could not allocate its shards (see its error)",
+                                        comm->rank());
+  if (words[0] != -words[1]) {
     return InvalidUsage("rank %d: the ranks passed different parameter lists for this shard group (%zu "
-                        "parameters, %zu elements here)", comm->rank(), layout.numel.size(), layout.total_numel);
+                        "parameters, %zu elements here)", comm->rank(), g->layout_.numel.size(),
+                        g->layout_.total_numel);
   }
-  return std::unique_ptr<ShardGroup>(new ShardGroup(comm, replicas, std::move(layout), options, pool));
+  return g;
 }
 
 ShardGroup::ShardGroup(Communicator* comm, Communicator* replicas, ShardLayout layout,
-                       const ShardGroupOptions& options, BufferPool* pool)
+                       const ShardGroupOptions& options, BufferPool* pool, std::shared_ptr<const MemoryOps> mem)
     : comm_(comm),
       replicas_(replicas),
       layout_(std::move(layout)),
       shards_(layout_.RankShards(comm->rank())),
       options_(options),
       pool_(pool),
-      master_(layout_.shard_numel, 0.0f),
-      grads_(layout_.shard_numel, 0.0f) {
+      mem_(std::move(mem)) {
   size_t at = 0;
   for (size_t i = 0; i < layout_.numel.size(); ++i) {
     if (layout_.kind == LayoutKind::kPerParam) chunk_counts_.push_back(layout_.chunk_rows[i] * layout_.row_numel[i]);
@@ -80,57 +93,57 @@ ShardGroup::ShardGroup(Communicator* comm, Communicator* replicas, ShardLayout l
   }
 }
 
-ShardGroup::~ShardGroup() {
-  pool_->Put(gathered_);
-  pool_->Put(full_);
+absl::Status ShardGroup::Allocate() {
+  ASSIGN_OR_RETURN(own_stream_, mem_->CreateStream());
+  const size_t bytes = layout_.shard_numel * sizeof(float);
+  ASSIGN_OR_RETURN(void* m, mem_->Alloc(bytes, own_stream_));
+  master_ = static_cast<float*>(m);
+  ASSIGN_OR_RETURN(void* g, mem_->Alloc(bytes, own_stream_));
+  grads_ = static_cast<float*>(g);
+  RETURN_IF_ERROR(mem_->Zero(master_, bytes, own_stream_));
+  RETURN_IF_ERROR(mem_->Zero(grads_, bytes, own_stream_));
+  // Callers' streams use the shards from now on: they must be zero by then.
+  return mem_->Synchronize(own_stream_);
 }
 
-void ShardGroup::ZeroGrads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+ShardGroup::~ShardGroup() {
+  CurrentDevice on(*mem_);
+  pool_->Put(gathered_);
+  pool_->Put(full_);
+  mem_->Free(master_, own_stream_);
+  mem_->Free(grads_, own_stream_);
+  if (own_stream_ != nullptr) {
+    (void)mem_->Synchronize(own_stream_);
+    mem_->DestroyStream(own_stream_);
+  }
+}
 
-absl::Status ShardGroup::LoadFromFull(absl::Span<const float* const> full) {
-  if (full.size() != layout_.numel.size()) {
-    return InvalidArgument("full has %zu parameters, the group %zu", full.size(), layout_.numel.size());
-  }
-  std::fill(master_.begin(), master_.end(), 0.0f);
-  for (const ParamShard& s : shards_) {
-    if (s.length == 0) continue;
-    if (full[s.param] == nullptr) return InvalidArgument("full[%d] is NULL", s.param);
-    std::memcpy(&master_[s.shard_offset], full[s.param] + s.param_offset, s.length * sizeof(float));
-  }
-  return absl::OkStatus();
+absl::Status ShardGroup::ZeroGrads() {
+  CurrentDevice on(*mem_);
+  RETURN_IF_ERROR(on.status());
+  RETURN_IF_ERROR(mem_->Zero(grads_, layout_.shard_numel * sizeof(float), own_stream_));
+  return mem_->Synchronize(own_stream_);
 }
 
 void* ShardGroup::Slot(void* unsharded, DataType t) const {
   return static_cast<char*>(unsharded) + static_cast<size_t>(comm_->rank()) * layout_.shard_numel * ElementSize(t);
 }
 
-void ShardGroup::PutAfter(void* p, void* stream) {
-  pool_->PutOnStream(p, stream == nullptr ? nullptr : HostStream::Find(stream));
-}
+void ShardGroup::PutAfter(void* p, void* stream) { pool_->PutOnStream(p, stream); }
 
-absl::Status ShardGroup::Pack(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, void* stream) {
+absl::Status ShardGroup::Pack(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, void* stream,
+                              const MemoryOps& mem) {
   if (layout_.kind == LayoutKind::kPerParam) {
     return kernels::ChunkCat(srcs, layout_.world, chunk_counts_.data(), dst, dst_t, 1.0f, stream);
   }
   RETURN_IF_ERROR(kernels::Flatten(srcs, dst, dst_t, layout_.offset.data(), 1.0f, stream));
-  ZeroPadding(dst, dst_t, stream);
-  return absl::OkStatus();
+  return ZeroPadding(dst, dst_t, stream, mem);
 }
 
-void ShardGroup::ZeroPadding(void* unsharded, DataType t, void* stream) {
+absl::Status ShardGroup::ZeroPadding(void* unsharded, DataType t, void* stream, const MemoryOps& mem) {
   // The flat layout's padding sits after the last parameter: it must reduce as zero.
   const size_t es = ElementSize(t);
-  char* tail = static_cast<char*>(unsharded) + layout_.total_numel * es;
-  const size_t bytes = layout_.padding() * es;
-  if (bytes == 0) return;
-  if (stream == nullptr) {
-    std::memset(tail, 0, bytes);
-    return;
-  }
-  HostStream::Find(stream)->Enqueue([tail, bytes] {
-    std::memset(tail, 0, bytes);
-    return absl::OkStatus();
-  });
+  return mem.Zero(static_cast<char*>(unsharded) + layout_.total_numel * es, layout_.padding() * es, stream);
 }
 
 absl::Status ShardGroup::Unpack(const void* src, DataType src_t, absl::Span<const TensorRef> dsts, void* stream) {
@@ -154,7 +167,7 @@ absl::Status ShardGroup::GatherInto(void* gathered, void* full, void* stream) {
   const DataType t = options_.param_dtype;
   const size_t es = ElementSize(t);
   void* slot = Slot(gathered, t);
-  const TensorRef master{master_.data(), master_.size(), DataType::kFloat32};
+  const TensorRef master{master_, layout_.shard_numel, DataType::kFloat32};
   RETURN_IF_ERROR(kernels::Flatten({&master, 1}, slot, t, nullptr, 1.0f, stream));
   RETURN_IF_ERROR(comm_->AllGather(slot, gathered, layout_.shard_numel, t, stream));
   if (layout_.kind == LayoutKind::kFlat) return absl::OkStatus();
@@ -166,17 +179,18 @@ absl::Status ShardGroup::GatherInto(void* gathered, void* full, void* stream) {
 }
 
 absl::Status ShardGroup::Unshard(void* stream) {
-  RETURN_IF_ERROR(CheckStream(stream));
+  RETURN_IF_ERROR(mem_->CheckStream("stream", stream));
   if (unsharded()) return InvalidUsage("Unshard: the group is already unsharded (call Reshard first)");
+  CurrentDevice on(*mem_);
+  RETURN_IF_ERROR(on.status());
   const size_t es = ElementSize(options_.param_dtype);
   // Stream-ordered: it may reuse gradients whose reduce-scatter is queued ahead of this gather.
-  HostStream* const hs = stream == nullptr ? nullptr : HostStream::Find(stream);
-  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * es, hs));
+  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * es, stream));
   void* full = gathered;
   if (layout_.kind == LayoutKind::kPerParam) {
-    absl::StatusOr<void*> f = pool_->Get(layout_.total_numel * es, hs);
+    absl::StatusOr<void*> f = pool_->Get(layout_.total_numel * es, stream);
     if (!f.ok()) {
-      pool_->Put(gathered);
+      PutAfter(gathered, stream);
       return f.status();
     }
     full = *f;
@@ -194,11 +208,16 @@ absl::Status ShardGroup::Unshard(void* stream) {
 }
 
 absl::Status ShardGroup::UnshardInto(void* full, void* stream) {
-  RETURN_IF_ERROR(CheckStream(stream));
+  RETURN_IF_ERROR(mem_->CheckStream("stream", stream));
   if (full == nullptr) return InvalidArgument("full is NULL");
+  if (!Usable(*mem_, full)) {
+    return InvalidArgument("full = %p is %s memory, but the group's communicator is on %s memory", full,
+                           Name(ClassifyPointer(full)), Name(mem_->kind()));
+  }
+  CurrentDevice on(*mem_);
+  RETURN_IF_ERROR(on.status());
   if (layout_.kind == LayoutKind::kFlat) return GatherInto(full, full, stream);
-  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * ElementSize(options_.param_dtype),
-                                               stream == nullptr ? nullptr : HostStream::Find(stream)));
+  ASSIGN_OR_RETURN(void* gathered, pool_->Get(layout_.unsharded_numel() * ElementSize(options_.param_dtype), stream));
   const absl::Status s = GatherInto(gathered, full, stream);
   PutAfter(gathered, stream);
   return s;
@@ -214,16 +233,19 @@ absl::StatusOr<void*> ShardGroup::FullParam(int i) const {
   return static_cast<char*>(gathered_) + layout_.offset[i] * es;
 }
 
-absl::Status ShardGroup::Reshard() {
+absl::Status ShardGroup::ReshardAfter(void* stream) {
+  RETURN_IF_ERROR(mem_->CheckStream("stream", stream));
   if (!unsharded()) return absl::OkStatus();
-  pool_->Put(gathered_);
-  pool_->Put(full_);
+  CurrentDevice on(*mem_);
+  RETURN_IF_ERROR(on.status());
+  PutAfter(gathered_, stream);
+  PutAfter(full_, stream);
   gathered_ = full_ = nullptr;
   return absl::OkStatus();
 }
 
 absl::Status ShardGroup::ReduceGrads(absl::Span<const TensorRef> grads, void* stream) {
-  RETURN_IF_ERROR(CheckStream(stream));
+  RETURN_IF_ERROR(mem_->CheckStream("stream", stream));
   if (grads.size() != layout_.numel.size()) {
     return InvalidArgument("grads has %zu tensors, the group %zu parameters", grads.size(), layout_.numel.size());
   }
@@ -232,18 +254,20 @@ absl::Status ShardGroup::ReduceGrads(absl::Span<const TensorRef> grads, void* st
       return InvalidArgument("grads[%zu].count = %zu, but parameter %zu has %zu elements", i, grads[i].count, i,
                              layout_.numel[i]);
     }
+    RETURN_IF_ERROR(CheckUsable(*mem_, "grads", i, grads[i].data, grads[i].count));
   }
+  CurrentDevice on(*mem_);
+  RETURN_IF_ERROR(on.status());
   const DataType t = options_.reduce_dtype;
-  ASSIGN_OR_RETURN(void* buf, pool_->Get(layout_.unsharded_numel() * ElementSize(t),
-                                          stream == nullptr ? nullptr : HostStream::Find(stream)));
-  absl::Status s = Pack(grads, buf, t, stream);
+  ASSIGN_OR_RETURN(void* buf, pool_->Get(layout_.unsharded_numel() * ElementSize(t), stream));
+  absl::Status s = Pack(grads, buf, t, stream, *mem_);
   if (s.ok()) s = ReducePacked(buf, stream);
   PutAfter(buf, stream);  // after whatever part of the work was enqueued
   return s;
 }
 
 absl::Status ShardGroup::ReduceGradsFlat(void* grads, DataType t, void* stream) {
-  RETURN_IF_ERROR(CheckStream(stream));
+  RETURN_IF_ERROR(mem_->CheckStream("stream", stream));
   if (layout_.kind != LayoutKind::kFlat) {
     return InvalidUsage("ReduceGradsFlat needs the flat layout (this group is per-parameter: use ReduceGrads)");
   }
@@ -251,7 +275,13 @@ absl::Status ShardGroup::ReduceGradsFlat(void* grads, DataType t, void* stream) 
     return InvalidArgument("grads are %s but the group reduces in %s", Name(t), Name(options_.reduce_dtype));
   }
   if (grads == nullptr && layout_.unsharded_numel() > 0) return InvalidArgument("grads is NULL");
-  ZeroPadding(grads, t, stream);
+  if (!Usable(*mem_, grads)) {
+    return InvalidArgument("grads = %p is %s memory, but the group's communicator is on %s memory", grads,
+                           Name(ClassifyPointer(grads)), Name(mem_->kind()));
+  }
+  CurrentDevice on(*mem_);
+  RETURN_IF_ERROR(on.status());
+  RETURN_IF_ERROR(ZeroPadding(grads, t, stream, *mem_));
   return ReducePacked(grads, stream);
 }
 
@@ -265,68 +295,14 @@ absl::Status ShardGroup::ReducePacked(void* buf, void* stream) {
   if (s.ok() && replicas_ != nullptr) s = replicas_->AllReduce(slot, slot, n, t, RedOp::kAvg, stream);
   if (!s.ok()) return s;
   const size_t zero = 0;
-  const TensorRef acc{grads_.data(), n, DataType::kFloat32};
+  const TensorRef acc{grads_, n, DataType::kFloat32};
   return kernels::Unflatten(slot, t, &zero, {&acc, 1}, 1.0f, true, stream);
-}
-
-absl::Status ShardGroup::GatherFull(int root, absl::Span<float* const> out, const float* shard) {
-  if (root >= comm_->size()) return InvalidArgument("root = %d is outside [0, %d)", root, comm_->size());
-  ASSIGN_OR_RETURN(void* tmp, pool_->Get(layout_.unsharded_numel() * sizeof(float)));
-  const float* src = shard != nullptr ? shard : master_.data();
-  std::memcpy(Slot(tmp, DataType::kFloat32), src, master_.size() * sizeof(float));
-  // The collective first, so a receiving rank's bad `out` cannot leave its peers waiting.
-  absl::Status s = comm_->AllGather(Slot(tmp, DataType::kFloat32), tmp, layout_.shard_numel, DataType::kFloat32,
-                                    nullptr);
-  if (s.ok() && (root < 0 || root == comm_->rank())) {
-    if (out.size() != layout_.numel.size()) {
-      s = InvalidArgument("out has %zu parameters, the group %zu", out.size(), layout_.numel.size());
-    } else {
-      std::vector<TensorRef> dsts;
-      for (size_t i = 0; i < out.size(); ++i) dsts.push_back({out[i], layout_.numel[i], DataType::kFloat32});
-      s = Unpack(tmp, DataType::kFloat32, dsts, nullptr);
-    }
-  }
-  pool_->Put(tmp);
-  return s;
-}
-
-absl::Status ShardGroup::ScatterFull(int root, absl::Span<const float* const> full, float* shard) {
-  if (root < 0 || root >= comm_->size()) return InvalidArgument("root = %d is outside [0, %d)", root, comm_->size());
-  ASSIGN_OR_RETURN(void* tmp, pool_->Get(layout_.unsharded_numel() * sizeof(float)));
-  absl::Status s;
-  if (root == comm_->rank()) {
-    if (full.size() != layout_.numel.size()) {
-      s = InvalidArgument("full has %zu parameters, the group %zu", full.size(), layout_.numel.size());
-    } else {
-      std::vector<TensorRef> srcs;
-      for (size_t i = 0; i < full.size(); ++i) {
-        srcs.push_back({const_cast<float*>(full[i]), layout_.numel[i], DataType::kFloat32});
-      }
-      s = Pack(srcs, tmp, DataType::kFloat32, nullptr);
-    }
-  }
-  // Root says whether its state is good before sending it, so a refusal on
-  // root fails every rank instead of scattering garbage or leaving them waiting.
-  int32_t root_ok = s.ok() ? 1 : 0;
-  absl::Status c = comm_->Broadcast(&root_ok, &root_ok, 1, DataType::kInt32, root, nullptr);
-  if (c.ok() && root_ok) {
-    c = comm_->Broadcast(tmp, tmp, layout_.unsharded_numel(), DataType::kFloat32, root, nullptr);
-  } else if (c.ok() && s.ok()) {
-    c = RemoteError("root %d refused its full state; shards unchanged", root);
-  }
-  if (s.ok()) s = c;
-  if (s.ok()) {
-    std::memcpy(shard != nullptr ? shard : master_.data(), Slot(tmp, DataType::kFloat32),
-                master_.size() * sizeof(float));
-  }
-  pool_->Put(tmp);
-  return s;
 }
 
 MemoryReport ShardGroup::memory() const {
   MemoryReport r;
-  r.shard_bytes = master_.size() * sizeof(float);
-  r.grad_shard_bytes = grads_.size() * sizeof(float);
+  r.shard_bytes = layout_.shard_numel * sizeof(float);
+  r.grad_shard_bytes = layout_.shard_numel * sizeof(float);
   const size_t es = ElementSize(options_.param_dtype);
   if (gathered_ != nullptr) r.unsharded_bytes += layout_.unsharded_numel() * es;
   if (full_ != nullptr) r.unsharded_bytes += layout_.total_numel * es;

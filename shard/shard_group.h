@@ -17,10 +17,21 @@
 //   GatherFull / ScatterFull  the full fp32 state for checkpoints, one group
 //               at a time.
 //
-// Every step takes a `stream`: nullptr runs it now; a HostStream* enqueues it
-// (copies and collectives in order on that stream, collectives keeping the
-// communicator's issue order), which is how the next group's all-gather
-// overlaps the current group's compute. Host memory for now.
+// Every step takes a `stream`, of the communicator's memory:
+//   host memory   nullptr runs it now; a HostStream* enqueues it (copies and
+//                 collectives in order on that stream, collectives keeping
+//                 the communicator's issue order), which is how the next
+//                 group's all-gather overlaps the current group's compute;
+//   CUDA memory   a cudaStream_t (nullptr: the legacy default stream): the
+//                 cast-copy kernels, the memsets and the NCCL collectives
+//                 are enqueued on it and the call returns; nothing waits on
+//                 the host or synchronises the device.
+// Master and gradient shards live in the communicator's memory (CUDA: on its
+// device). The steps documented as blocking (LoadFromFull, ZeroGrads,
+// GatherFull, ScatterFull) run on a stream of the group's own and wait for
+// it; their full tensors may be host memory (checkpoints) or the group's.
+// Memory operations go through shard/memory_ops.h, so host and CUDA groups
+// take the same steps.
 //
 //   ASSIGN_OR_RETURN(auto g, ShardGroup::Create(comm, nullptr, specs, opts, &pool));
 //   RETURN_IF_ERROR(g->LoadFromFull(initial_params));
@@ -39,6 +50,7 @@
 #include "kernels/kernels.h"
 #include "shard/buffer_pool.h"
 #include "shard/layout.h"
+#include "shard/memory_ops.h"
 
 namespace weft {
 namespace shard {
@@ -64,8 +76,9 @@ struct MemoryReport {
 class ShardGroup {
  public:
   // `comm` shards; `replicas` (may be nullptr) replicates (HSDP). Both must
-  // outlive the group, as must `pool`. Collective over comm: every rank
-  // passes the same parameter list.
+  // outlive the group, as must `pool`, which is bound to comm's memory
+  // (BufferPool::Bind). Collective over comm: every rank passes the same
+  // parameter list. CUDA: Unsupported without CUDA in the build or a device.
   static absl::StatusOr<std::unique_ptr<ShardGroup>> Create(Communicator* comm, Communicator* replicas,
                                                             absl::Span<const ParamSpec> params,
                                                             const ShardGroupOptions& options, BufferPool* pool);
@@ -74,11 +87,17 @@ class ShardGroup {
   const ShardLayout& layout() const { return layout_; }
   const std::vector<ParamShard>& shards() const { return shards_; }
   const ShardGroupOptions& options() const { return options_; }
-  absl::Span<float> master() { return absl::MakeSpan(master_); }
-  absl::Span<float> grads() { return absl::MakeSpan(grads_); }
-  void ZeroGrads();
+  MemKind memory_kind() const { return mem_->kind(); }
+  const MemoryOps& memory_ops() const { return *mem_; }
+  // The fp32 shards (shard_numel elements each) in the group's memory: on a
+  // CUDA group these are device pointers.
+  absl::Span<float> master() { return {master_, layout_.shard_numel}; }
+  absl::Span<float> grads() { return {grads_, layout_.shard_numel}; }
+  // Blocking; synchronise the streams the group's reductions ran on first.
+  absl::Status ZeroGrads();
 
-  // Copies this rank's part of each full fp32 parameter into the master shard (padding zeroed).
+  // Copies this rank's part of each full fp32 parameter (host memory, or the
+  // group's) into the master shard, padding zeroed. Blocking.
   absl::Status LoadFromFull(absl::Span<const float* const> full);
 
   absl::Status Unshard(void* stream);
@@ -94,8 +113,13 @@ class ShardGroup {
   // Parameter i's full values in param_dtype; valid from the completion of
   // Unshard (synchronise its stream) until Reshard.
   absl::StatusOr<void*> FullParam(int i) const;
-  // The caller must have synchronised the stream Unshard ran on.
-  absl::Status Reshard();
+  // The caller must have synchronised the stream Unshard ran on and those
+  // that read the parameters.
+  absl::Status Reshard() { return ReshardAfter(nullptr); }
+  // Returns the unsharded buffers once `stream` has run what is enqueued on
+  // it so far (host: a HostStream*, nullptr now; CUDA: a cudaStream_t): the
+  // schedule's form, where the gather and every use are ordered before it.
+  absl::Status ReshardAfter(void* stream);
 
   // grads[i]: the full gradient of parameter i (count = numel, any float dtype).
   absl::Status ReduceGrads(absl::Span<const kernels::TensorRef> grads, void* stream);
@@ -106,10 +130,10 @@ class ShardGroup {
   // padding is zeroed here; the buffer must stay untouched until the stream ran.
   absl::Status ReduceGradsFlat(void* grads, DataType t, void* stream);
 
-  // Every rank: all-gathers the fp32 masters; out[i] (numel floats) is
-  // written on `root`, or on every rank when root < 0. Blocking. `shard`
-  // (shard_numel floats): gather it instead of the master, for optimizer
-  // state shaped like it (Adam's moments).
+  // Every rank: all-gathers the fp32 masters; out[i] (numel floats, all host
+  // memory or all the group's) is written on `root`, or on every rank when
+  // root < 0. Blocking. `shard` (shard_numel floats): gather it instead of the
+  // master, for optimizer state shaped like it (Adam's moments).
   absl::Status GatherFull(int root, absl::Span<float* const> out, const float* shard = nullptr);
   // Inverse: root's full[i] become everyone's master shards (or `shard`). Blocking.
   absl::Status ScatterFull(int root, absl::Span<const float* const> full, float* shard = nullptr);
@@ -118,11 +142,15 @@ class ShardGroup {
 
  private:
   ShardGroup(Communicator* comm, Communicator* replicas, ShardLayout layout, const ShardGroupOptions& options,
-             BufferPool* pool);
+             BufferPool* pool, std::shared_ptr<const MemoryOps> mem);
+  // The shards and the group's own stream.
+  absl::Status Allocate();
   // Returns `p` to the pool once `stream` has run what is enqueued so far.
   void PutAfter(void* p, void* stream);
   // Lays `srcs` (numel-sized tensors) out as the unsharded buffer `dst` (dst_t).
-  absl::Status Pack(absl::Span<const kernels::TensorRef> srcs, void* dst, DataType dst_t, void* stream);
+  // `mem` is the memory of `dst` (the group's, or the host for staging).
+  absl::Status Pack(absl::Span<const kernels::TensorRef> srcs, void* dst, DataType dst_t, void* stream,
+                    const MemoryOps& mem);
   // Reduce-scatter (or all-reduce) `buf`, the packed unsharded gradients in
   // reduce_dtype, across replicas too, and add this rank's slot to the shard.
   absl::Status ReducePacked(void* buf, void* stream);
@@ -130,10 +158,15 @@ class ShardGroup {
   // per-parameter layout: split into `full`.
   absl::Status GatherInto(void* gathered, void* full, void* stream);
   // Zeroes the flat layout's padding of an unsharded buffer (on the stream).
-  void ZeroPadding(void* unsharded, DataType t, void* stream);
+  absl::Status ZeroPadding(void* unsharded, DataType t, void* stream, const MemoryOps& mem);
   // Inverse of Pack into full tensors.
   absl::Status Unpack(const void* src, DataType src_t, absl::Span<const kernels::TensorRef> dsts, void* stream);
   void* Slot(void* unsharded, DataType t) const;
+  // Full-state helpers (shard_group_state.cc): unpack the gathered fp32
+  // buffer `tmp` into `out`, or pack `full` into it, staging through host
+  // memory when the tensors are on the host and the group on CUDA.
+  absl::Status UnpackFull(const void* tmp, absl::Span<float* const> out, void* stream);
+  absl::Status PackFull(absl::Span<const float* const> full, void* tmp, void* stream, std::vector<float>* staging);
 
   Communicator* const comm_;
   Communicator* const replicas_;
@@ -142,7 +175,10 @@ class ShardGroup {
   const ShardGroupOptions options_;
   BufferPool* const pool_;
   std::vector<size_t> chunk_counts_;  // per-parameter layout: elements per rank of each parameter
-  std::vector<float> master_, grads_;
+  const std::shared_ptr<const MemoryOps> mem_;
+  void* own_stream_ = nullptr;  // the blocking steps' stream (host: nullptr, synchronous)
+  float* master_ = nullptr;     // shard_numel floats each, in mem_
+  float* grads_ = nullptr;
   void* gathered_ = nullptr;  // the all-gather output
   void* full_ = nullptr;      // per-parameter layout: the split full parameters
   std::vector<size_t> full_offsets_;

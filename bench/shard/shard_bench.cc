@@ -9,7 +9,15 @@
 // for the rest. A step is a simulated forward over the groups in order and a
 // backward in reverse, sleeping for each group's compute (forward 1/3,
 // backward 2/3 of --compute, spread by group size), like a GPU computing while
-// the CPU drives communication. Modes, interleaved per iteration:
+// the CPU drives communication. The compute runs on a simulated device clock
+// (--device-clock on, the default): a group's compute starts when the device
+// is free and its gather has completed (ShardSchedule::GatheredAt, the stream's
+// completion time, not when this thread got a core back), and the thread
+// sleeps until the device would be done. So a late wake-up on a busy machine
+// delays what the CPU enqueues next, as it would with a GPU, but is not
+// booked as compute; it is reported separately. --device-clock off sleeps
+// each compute from when the thread gets there (every wake-up delay adds).
+// Modes, interleaved per iteration:
 //   fsdp        ZeRO-3 through ShardSchedule: all-gather each group before its
 //               forward and backward (the next group prefetched on the stream,
 //               at most two in flight), reduce-scatter its gradients after its
@@ -57,6 +65,7 @@ struct Args {
   int warmup = 1;
   std::string compute = "0";  // ms per step, or "auto"
   std::string split = "0";    // largest group in elements before it is split; "auto": the largest block
+  bool device_clock = true;
 };
 
 template <typename T>
@@ -191,6 +200,7 @@ class Bench {
   }
 
   double compute_ms = 0;
+  bool device_clock = true;
   size_t total() const { return total_; }
   size_t num_groups() const { return groups_.size(); }
 
@@ -202,10 +212,14 @@ class Bench {
     const int n = static_cast<int>(groups_.size());
     shard::ShardSchedule* s = prefetch ? &schedule_ : nullptr;
     Waits w;
+    device_ = t0;
+    // When group g's gather completed: the schedule's stream says; a blocking
+    // Unshard completed when it returned.
+    auto gathered = [&](int g) { return s != nullptr ? Check(s->GatheredAt(shards_[g].get())) : Clock::now(); };
     if (s != nullptr) Ok(s->BeginStep());
     for (int g = 0; g < n; ++g) {
       w.forward += Timed([&] { return s != nullptr ? s->PreForward(shards_[g].get()) : shards_[g]->Unshard(nullptr); });
-      w.compute += Timed([&] { return Compute(g, 1.0 / 3); });
+      w.compute += Timed([&] { return Compute(g, 1.0 / 3, gathered(g), &w.idle_forward, &w.late); });
       Ok(s != nullptr ? s->PostForward(shards_[g].get()) : shards_[g]->Reshard());
     }
     for (int g = n - 1; g >= 0; --g) {
@@ -214,7 +228,7 @@ class Bench {
       // Autograd's output for the group, written straight into the unsharded
       // layout (gradients as views of it), so the reduce-scatter needs no copy.
       void* grads = Check(pool_.Get(shards_[g]->full_numel() * sizeof(float)));
-      w.compute += Timed([&] { return Compute(g, 2.0 / 3); });
+      w.compute += Timed([&] { return Compute(g, 2.0 / 3, gathered(g), &w.idle_backward, &w.late); });
       w.backward += Timed([&] {
         if (s != nullptr) return s->PostBackwardFlat(shards_[g].get(), grads, DataType::kFloat32);
         RETURN_IF_ERROR(shards_[g]->ReduceGradsFlat(grads, DataType::kFloat32, &stream_));
@@ -233,7 +247,10 @@ class Bench {
   // reductions still running when the backward ended.
   struct Waits {
     double forward = 0, backward = 0, end = 0;
-    double compute = 0;  // the simulated compute as it ran (sleeps wake late when the cores are busy)
+    double compute = 0;  // the simulated compute as this thread lived it (sleeps wake late when the cores are busy)
+    // Device clock: time the device sat idle waiting for a gather, and how
+    // late this thread woke after the device's compute ended, in total.
+    double idle_forward = 0, idle_backward = 0, late = 0;
   };
   std::vector<Waits> waits_;
 
@@ -241,9 +258,11 @@ class Bench {
     Align();
     const auto t0 = Clock::now();
     const int n = static_cast<int>(groups_.size());
-    for (int g = 0; g < n; ++g) Ok(Compute(g, 1.0 / 3));
+    device_ = t0;
+    double idle = 0, late = 0;  // no gathers: the device never waits
+    for (int g = 0; g < n; ++g) Ok(Compute(g, 1.0 / 3, t0, &idle, &late));
     for (int g = n - 1; g >= 0; --g) {
-      Ok(Compute(g, 2.0 / 3));
+      Ok(Compute(g, 2.0 / 3, t0, &idle, &late));
       for (int i : ddp_index_[g]) Ok(ddp_->MarkReady(i, Slot(i), nullptr));
     }
     Ok(ddp_->Finalize(nullptr));
@@ -272,10 +291,22 @@ class Bench {
     Ok(f());
     return Ms(Clock::now() - t);
   }
-  absl::Status Compute(int g, double share) {
+  // Group g's share of the compute, whose inputs were ready at `ready`.
+  // Device clock: it starts when the device is free and the inputs are
+  // ready, and this thread sleeps until it ends; `idle` gains the time the
+  // device waited for the inputs, `late` how late this thread woke.
+  absl::Status Compute(int g, double share, Clock::time_point ready, double* idle, double* late) {
     if (compute_ms <= 0) return absl::OkStatus();
-    const double ms = compute_ms * share * static_cast<double>(sizes_[g]) / static_cast<double>(total_);
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+    const auto d = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(
+        compute_ms * share * static_cast<double>(sizes_[g]) / static_cast<double>(total_)));
+    if (!device_clock) {
+      std::this_thread::sleep_for(d);
+      return absl::OkStatus();
+    }
+    if (ready > device_) *idle += Ms(ready - device_);
+    device_ = std::max(device_, ready) + d;
+    std::this_thread::sleep_until(device_);
+    *late += Ms(Clock::now() - device_);
     return absl::OkStatus();
   }
   void* Slot(int i) { return Check(ddp_->GradSlot(i)); }
@@ -284,6 +315,7 @@ class Bench {
   std::vector<std::vector<Piece>> groups_;
   std::vector<size_t> sizes_;
   size_t total_ = 0;
+  Clock::time_point device_;  // the simulated device is busy until then
   shard::BufferPool pool_;
   HostStream stream_;
   shard::ShardSchedule schedule_{&stream_, /*reshard_after_forward=*/true};
@@ -296,6 +328,7 @@ class Bench {
 void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& args) {
   const size_t max_group = args.split == "auto" ? LargestBlock(list) : std::strtoull(args.split.c_str(), nullptr, 10);
   Bench b(comm, list, max_group);
+  b.device_clock = args.device_clock;
   auto measure = [&](std::vector<double>& fsdp, std::vector<double>& serial, std::vector<double>& ddp) {
     for (int it = 0; it < args.warmup + args.iters; ++it) {
       const double f = b.Fsdp(true), s = b.Fsdp(false), d = b.Ddp();
@@ -328,14 +361,20 @@ void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& ar
   };
   row("fsdp", fm, f1);
   if (compute > 0) {
-    std::vector<double> wf, wb, we, wc;
+    std::vector<double> wf, wb, we, wc, idf, idb, late;
     for (size_t i = b.waits_.size() - f1.size(); i < b.waits_.size(); ++i) {
-      wf.push_back(b.waits_[i].forward), wb.push_back(b.waits_[i].backward), we.push_back(b.waits_[i].end);
-      wc.push_back(b.waits_[i].compute);
+      const Bench::Waits& w = b.waits_[i];
+      wf.push_back(w.forward), wb.push_back(w.backward), we.push_back(w.end), wc.push_back(w.compute);
+      idf.push_back(w.idle_forward), idb.push_back(w.idle_backward), late.push_back(w.late);
     }
-    std::printf("# fsdp with compute (medians, ms): compute as run %.1f (asked %.1f); waiting for communication: "
-                "forward gathers %.1f, backward gathers %.1f, reductions after the backward %.1f\n", Median(wc),
-                compute, Median(wf), Median(wb), Median(we));
+    std::printf("# fsdp with compute (medians, ms): compute as this thread lived it %.1f (asked %.1f); it waited "
+                "for communication: forward gathers %.1f, backward gathers %.1f, reductions after the backward "
+                "%.1f\n", Median(wc), compute, Median(wf), Median(wb), Median(we));
+    if (args.device_clock) {
+      std::printf("# fsdp device clock (medians, ms): device idle waiting for gathers: forward %.1f, backward "
+                  "%.1f; this thread woke late after the device's compute by %.1f in all\n", Median(idf),
+                  Median(idb), Median(late));
+    }
   }
   row("fsdp-serial", sm, s1);
   row("ddp", dm, d1);
@@ -354,10 +393,11 @@ Args Parse(int argc, char** argv) {
     else if (k == "--warmup") a.warmup = std::atoi(v.c_str());
     else if (k == "--compute") a.compute = v;
     else if (k == "--split") a.split = v;
+    else if (k == "--device-clock" && (v == "on" || v == "off")) a.device_clock = v == "on";
     else {
       std::fprintf(stderr,
                    "usage: %s [--list NAME|PATH] [--ranks N] [--iters N] [--warmup N] [--compute MS|auto] "
-                   "[--split N|auto]\n", argv[0]);
+                   "[--split N|auto] [--device-clock on|off]\n", argv[0]);
       std::exit(2);
     }
   }

@@ -317,7 +317,13 @@ weftResult_t weftChunkSplit(const void* src, weftDataType_t src_dtype, int world
  * of weftFlatten: NULL blocks, a weftStream_t enqueues (the plan may be
  * destroyed while that work is pending: it keeps what it needs), a
  * cudaStream_t for CUDA memory enqueues there. Any thread may execute a plan,
- * also concurrently with itself when its destinations may be written so. */
+ * also concurrently with itself when its destinations may be written so.
+ * On CUDA memory, Create also uploads the plan's launch table to device memory
+ * (it synchronises: not during a graph capture); Execute is then one kernel
+ * launch per source/destination dtype pair and nothing else, so it may be
+ * captured in a CUDA graph; Destroy waits for the device before freeing the
+ * table (not during a capture, nor while a graph holding an Execute may still
+ * be launched). */
 typedef struct weftCopyPlan* weftCopyPlan_t;
 
 weftResult_t weftFlattenPlanCreate(const weftTensor_t* srcs, int n, void* dst, weftDataType_t dst_dtype,
@@ -457,9 +463,19 @@ weftResult_t weftReducerGetGradUsed(weftReducer_t reducer, int index, int* used)
  *                  average and keeps its shard of it);
  *   HSDP           pass `replicas` (weftCommSplit): reduce-scatter within
  *                  `comm`, then all-reduce the shard across replicas.
- * Host memory for now. Unsharded buffers come from a pool kept per
- * communicator, so the next group's unshard reuses the last one's memory.
- * The communicators must outlive their groups. */
+ * Memory follows the communicator (weftCommGetMemoryKind). Host memory:
+ * `stream` is NULL (blocks) or a weftStream_t (enqueued). CUDA memory (the
+ * NCCL backend): the shards live on the communicator's device, `stream` is a
+ * cudaStream_t (NULL: the legacy default stream) on which the cast-copy
+ * kernels and the NCCL collectives are enqueued; such calls return once
+ * enqueued, never synchronise the device and never wait on the host. A
+ * stream of the wrong kind is weftInvalidArgument naming `stream`. The calls
+ * documented as blocking run on a stream of the group's own and wait for it
+ * alone; their full tensors may be host memory (checkpoints) or device memory.
+ * Unsharded buffers come from a pool kept per communicator (CUDA: the
+ * device's stream-ordered allocator, cudaMallocAsync), so the next group's
+ * unshard reuses the last one's memory. The communicators must outlive their
+ * groups. */
 typedef struct weftShardGroup* weftShardGroup_t;
 
 typedef enum {
@@ -515,13 +531,16 @@ weftResult_t weftShardGroupDestroy(weftShardGroup_t group);
 /* Local, non-blocking. */
 weftResult_t weftShardGroupGetShard(weftShardGroup_t group, int param, weftShardDesc_t* desc);
 /* The fp32 master and gradient shards (count elements each, padding included):
- * an optimizer updates them in place. Local. */
+ * an optimizer updates them in place. On a CUDA group these are device
+ * pointers (on the communicator's device). Local. */
 weftResult_t weftShardGroupGetBuffers(weftShardGroup_t group, float** params, float** grads, size_t* count);
-/* Copies this rank's part of each full fp32 parameter into the master shard. Local. */
+/* Copies this rank's part of each full fp32 parameter (host memory, or the
+ * group's device) into the master shard. Local, blocking. */
 weftResult_t weftShardGroupLoadFull(weftShardGroup_t group, const float* const* full, int n);
 /* All-gathers the master shards, cast once to param_dtype. Collective over
- * comm; NULL stream: blocks; a weftStream_t: enqueued (synchronise before
- * reading the full parameters). */
+ * comm. Host: NULL stream blocks; a weftStream_t: enqueued (synchronise
+ * before reading the full parameters). CUDA: enqueued on the cudaStream_t;
+ * work enqueued after it on that stream sees the full parameters. */
 weftResult_t weftShardGroupUnshard(weftShardGroup_t group, void* stream);
 /* Unshards into the caller's buffer `full` of *numel elements of
  * param_dtype (weftShardGroupGetFullLayout), for frameworks that own the
@@ -535,7 +554,9 @@ weftResult_t weftShardGroupGetFullLayout(weftShardGroup_t group, size_t* numel, 
 /* Parameter `param`'s full values (param_dtype), valid from Unshard's
  * completion until Reshard. Local. */
 weftResult_t weftShardGroupGetFullParam(weftShardGroup_t group, int param, void** data);
-/* Returns the unsharded buffers to the pool. Local; synchronise first. */
+/* Returns the unsharded buffers to the pool. Local; synchronise first (CUDA:
+ * the streams that gathered or read them; the memory goes back to the
+ * device's allocator on the legacy default stream). */
 weftResult_t weftShardGroupReshard(weftShardGroup_t group);
 /* grads[i] is parameter i's full gradient (numel elements, any float dtype):
  * cast to reduce_dtype, reduce-scattered (or all-reduced) with averaging,
@@ -547,13 +568,16 @@ weftResult_t weftShardGroupReduceGrads(weftShardGroup_t group, const weftTensor_
  * weftShardGroupGetFullLayout gives): reduced in place, no packed copy. The
  * padding is zeroed by weft. Collective; stream as for Unshard. */
 weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void* grads, weftDataType_t dtype, void* stream);
-/* Sets the gradient shard to zero. Local. */
+/* Sets the gradient shard to zero. Local, blocking (synchronise the streams
+ * the reductions ran on first). */
 weftResult_t weftShardGroupZeroGrads(weftShardGroup_t group);
 /* Full fp32 parameters from the shards: out[i] (numel floats) written on
- * root, or on every rank when root < 0. Collective, blocking; materialises one group. */
+ * root, or on every rank when root < 0. On a CUDA group the out[i] may be
+ * host or device memory (all on one side). Collective, blocking;
+ * materialises one group. */
 weftResult_t weftShardGroupGatherFull(weftShardGroup_t group, int root, float* const* out, int n);
 /* Inverse: root's full[i] become every rank's shards (full is only read on
- * root). Collective, blocking. */
+ * root; host or device memory as for GatherFull). Collective, blocking. */
 weftResult_t weftShardGroupScatterFull(weftShardGroup_t group, int root, const float* const* full, int n);
 weftResult_t weftShardGroupGetMemory(weftShardGroup_t group, weftShardMemory_t* memory);
 
@@ -606,6 +630,18 @@ weftResult_t weftShardGroupScatterFullInto(weftShardGroup_t group, int root, con
  * Both are called on the thread calling the schedule, inside its calls,
  * never on the stream's thread.
  *
+ * CUDA memory (config memory = weftMemoryCuda): `stream` is the
+ * cudaStream_t the framework computes on (cast: (weftStream_t)s; NULL: the
+ * legacy default stream). The schedule enqueues its gathers and reductions
+ * on a stream of its own on the groups' device; "returns when gathered"
+ * becomes "the caller's stream waits for the gather" (an event: the host does
+ * not wait); the schedule's stream waits for the caller's before it gathers
+ * shards the optimizer updated (BeginStep), reduces gradients (PostBackward)
+ * or reuses memory the caller read; EndStep makes the caller's stream wait
+ * for the step's reductions. A reduced gradient buffer goes back to the
+ * device's allocator on the schedule's stream, where the next prefetched
+ * gather reuses it.
+ *
  * Every rank must make the same calls in the same order (the all-gathers
  * and reductions are collectives). A schedule is used from one thread. While
  * a step is open the schedule issues collectives on the groups'
@@ -625,13 +661,17 @@ typedef struct {
   weftShardAcquireFn acquire; /* NULL: weft's pool; else acquire and release are both set */
   weftShardReleaseFn release;
   void* user;                 /* passed to acquire and release */
+  weftMemoryKind_t memory;    /* weftMemoryHost: groups on host memory, `stream` a weftStream_t;
+                                 weftMemoryCuda: groups on CUDA memory, `stream` a cudaStream_t */
 } weftShardScheduleConfig_t;
 
 #define WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER \
-  { sizeof(weftShardScheduleConfig_t), 1, 1, NULL, NULL, NULL }
+  { sizeof(weftShardScheduleConfig_t), 1, 1, NULL, NULL, NULL, weftMemoryHost }
 
-/* `stream` is the weftStream_t the gathers and reductions are enqueued on;
- * NULL: a stream of the schedule's own. `config` may be NULL. Local. */
+/* Host memory: `stream` is the weftStream_t the gathers and reductions are
+ * enqueued on; NULL: a stream of the schedule's own. CUDA memory: the
+ * caller's cudaStream_t (see above); a weftStream_t is refused. `config` may
+ * be NULL. Local. */
 weftResult_t weftShardScheduleCreate(weftStream_t stream, const weftShardScheduleConfig_t* config,
                                      weftShardSchedule_t* schedule);
 /* Waits for its stream (unless that was destroyed already), returns acquired
@@ -643,8 +683,9 @@ weftResult_t weftShardScheduleDeclareOrder(weftShardSchedule_t schedule, const w
 /* Opens a step. ZeRO-1/2: releases the groups kept gathered, whose shards
  * the optimizer has updated since. Local. */
 weftResult_t weftShardScheduleBeginStep(weftShardSchedule_t schedule);
-/* Returns when the group's parameters are gathered, after starting the
- * prefetch of the next group (once the order is known). Collective, blocking. */
+/* Returns when the group's parameters are gathered (CUDA: once the caller's
+ * stream waits for them), after starting the prefetch of the next group
+ * (once the order is known). Collective; host: blocking. */
 weftResult_t weftShardSchedulePreForward(weftShardSchedule_t schedule, weftShardGroup_t group);
 /* ZeRO-3: releases the group. Local. */
 weftResult_t weftShardSchedulePostForward(weftShardSchedule_t schedule, weftShardGroup_t group);
@@ -656,8 +697,10 @@ weftResult_t weftShardSchedulePreBackward(weftShardSchedule_t schedule, weftShar
 weftResult_t weftShardSchedulePostBackward(weftShardSchedule_t schedule, weftShardGroup_t group,
                                            const weftTensor_t* grads, int n);
 /* Waits for the step's reductions and closes the step; ZeRO-3 releases any
- * group still gathered. Returns the first error of the step's asynchronous
- * work. The order is known from now on. Blocking. */
+ * group still gathered. The order is known from now on. Host: blocking;
+ * returns the first error of the step's asynchronous work. CUDA: the
+ * caller's stream waits for the reductions (the host does not); errors of
+ * the enqueued collectives surface as the communicators' async errors. */
 weftResult_t weftShardScheduleEndStep(weftShardSchedule_t schedule);
 /* *order_length: groups in the known or recorded order; *gathered: groups
  * gathered now; *max_gathered: the most at once in the current or last step.

@@ -1,9 +1,13 @@
 // The copy engine behind flatten, unflatten, chunk_cat and chunk_split (their
 // layouts reach here as kernels/types.h segments, planned by kernels/plan.cc)
 // and AMP unscale: one converting copy kernel over segments (segment.cuh),
-// instantiated per (source, destination) float type pair and Mode.
+// instantiated per (source, destination) float type pair and Mode, reading
+// its runs from the parameters (one-shot calls) or from a plan's table in
+// device memory (CopyPlanCreate, at the end).
 #include <cstdint>
 #include <cstdio>
+#include <memory>
+#include <vector>
 
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/segment.cuh"
@@ -59,15 +63,18 @@ __device__ __forceinline__ void CopyRange(const typename S::Raw* src, typename D
   for (uint32_t i = tail + threadIdx.x; i < n; i += kThreads) dst[i] = Apply<S, D, kMode>(src[i], dst[i], scale, bad);
 }
 
-template <class S, class D, Mode kMode>
-__global__ void __launch_bounds__(kThreads) CopyKernel(const __grid_constant__ Batch batch, const CopyArgs args) {
+// The units of one list of runs, from the kernel's parameters (a Batch) or
+// from a plan's table in device memory; run_of(u) is the run holding unit u.
+template <class S, class D, Mode kMode, class RunOf>
+__device__ __forceinline__ void CopyUnits(const Run* runs, const uint32_t* unit_start, uint32_t units,
+                                          RunOf run_of, const CopyArgs& args) {
   using SR = typename S::Raw;
   using DR = typename D::Raw;
   bool bad = false;
-  for (uint32_t u = blockIdx.x; u < batch.units; u += gridDim.x) {
-    const int s = FindRun(batch, u);
-    const Run& seg = batch.seg[s];
-    const uint64_t begin = static_cast<uint64_t>(u - batch.unit_start[s]) * kChunk;
+  for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
+    const uint32_t s = run_of(u);
+    const Run& seg = runs[s];
+    const uint64_t begin = static_cast<uint64_t>(u - unit_start[s]) * kChunk;
     const uint64_t left = seg.n + seg.zeros - begin;
     const uint32_t len = static_cast<uint32_t>(left < kChunk ? left : kChunk);
     const uint32_t ncopy = begin >= seg.n ? 0u : static_cast<uint32_t>(seg.n - begin < len ? seg.n - begin : len);
@@ -79,6 +86,19 @@ __global__ void __launch_bounds__(kThreads) CopyKernel(const __grid_constant__ B
   if constexpr (kMode == Mode::kUnscale) {
     if (bad) atomicExch(args.found_inf, 1);
   }
+}
+
+template <class S, class D, Mode kMode>
+__global__ void __launch_bounds__(kThreads) CopyKernel(const __grid_constant__ Batch batch, const CopyArgs args) {
+  CopyUnits<S, D, kMode>(
+      batch.seg, batch.unit_start, batch.units, [&](uint32_t u) { return static_cast<uint32_t>(FindRun(batch, u)); },
+      args);
+}
+
+template <class S, class D, Mode kMode>
+__global__ void __launch_bounds__(kThreads) CopyTableKernel(const Table table, const CopyArgs args) {
+  CopyUnits<S, D, kMode>(table.seg, table.unit_start, table.units, [&](uint32_t u) { return table.run_of_unit[u]; },
+                         args);
 }
 
 template <class S, class D, Mode kMode>
@@ -102,6 +122,45 @@ cudaError_t LaunchPair(const Batch& b, const CopyArgs& args, bool accumulate, cu
   return Launch<S, D, Mode::kConvert>(b, args, stream);
 }
 
+static_assert(static_cast<int>(DataType::kFloat32) == 0 && static_cast<int>(DataType::kFloat16) == 1 &&
+                  static_cast<int>(DataType::kBfloat16) == 2 && static_cast<int>(DataType::kFloat64) == 3,
+              "pair indices assume the float types are 0..3");
+constexpr int kPairs = 16;
+
+// A launch covers one (source, destination) type pair: 4 * destination +
+// source. Zero fills (src == nullptr) go with the pair (destination,
+// destination), whose kernel writes the zeros.
+int PairOf(const Segment& g) {
+  return static_cast<int>(g.dst_t) * 4 + static_cast<int>(g.src != nullptr ? g.src_t : g.dst_t);
+}
+
+Run RunOf(const Segment& g) { return g.src != nullptr ? Run{g.src, g.dst, g.count, 0} : Run{nullptr, g.dst, 0, g.count}; }
+
+// The pairs present among the segments, as bits; false on a type that is not a float type.
+bool PairsPresent(const Segment* segments, size_t n, unsigned* present) {
+  *present = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (!IsFloatType(segments[k].dst_t) || (segments[k].src != nullptr && !IsFloatType(segments[k].src_t))) {
+      return false;
+    }
+    *present |= 1u << PairOf(segments[k]);
+  }
+  return true;
+}
+
+// f(pair, S{}, D{}) for every pair present, in pair order.
+template <class F>
+cudaError_t ForEachPair(unsigned present, F&& f) {
+  for (int pair = 0; pair < kPairs; ++pair) {
+    if ((present & (1u << pair)) == 0) continue;
+    const cudaError_t e = WithType(static_cast<DataType>(pair % 4), [&](auto s) {
+      return WithType(static_cast<DataType>(pair / 4), [&](auto d) { return f(pair, s, d); });
+    });
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace
 
 const char* ErrorString(int code) {
@@ -115,45 +174,19 @@ const char* ErrorString(int code) {
 int CopySegments(const kernels::Segment* segments, size_t n, float scale, bool accumulate, void* stream) {
   const auto st = static_cast<cudaStream_t>(stream);
   const CopyArgs args{scale, nullptr};
-  for (size_t k = 0; k < n; ++k) {
-    if (!IsFloatType(segments[k].dst_t) || (segments[k].src != nullptr && !IsFloatType(segments[k].src_t))) {
-      return cudaErrorInvalidValue;
-    }
-  }
-  static_assert(static_cast<int>(DataType::kFloat32) == 0 && static_cast<int>(DataType::kFloat16) == 1 &&
-                    static_cast<int>(DataType::kBfloat16) == 2 && static_cast<int>(DataType::kFloat64) == 3,
-                "pair indices assume the float types are 0..3");
-  // A batch holds one type pair: find the pairs present, then one pass over
-  // the segments per pair. Zero fills (src == nullptr) go with the pair
-  // (destination, destination), whose kernel writes the zeros.
-  auto index = [](DataType t) { return static_cast<int>(t); };  // 0..3 for the float types
-  auto pair_of = [&](const kernels::Segment& g) {
-    return index(g.dst_t) * 4 + index(g.src != nullptr ? g.src_t : g.dst_t);
-  };
   unsigned present = 0;
-  for (size_t k = 0; k < n; ++k) present |= 1u << pair_of(segments[k]);
+  if (!PairsPresent(segments, n, &present)) return cudaErrorInvalidValue;
+  // A batch holds one type pair: one pass over the segments per pair present.
   BatchBuilder bb(/*keep_empty=*/false);
-  for (DataType dt : kFloatTypes) {
-    for (DataType st_t : kFloatTypes) {
-      const int pair = index(dt) * 4 + index(st_t);
-      if ((present & (1u << pair)) == 0) continue;
-      const cudaError_t e = WithType(st_t, [&](auto s) {
-        return WithType(dt, [&](auto d) {
-          auto flush = [&](const Batch& b) { return LaunchPair<decltype(s), decltype(d)>(b, args, accumulate, st); };
-          for (size_t k = 0; k < n; ++k) {
-            const kernels::Segment& g = segments[k];
-            if (pair_of(g) != pair) continue;
-            const Run run = g.src != nullptr ? Run{g.src, g.dst, g.count, 0} : Run{nullptr, g.dst, 0, g.count};
-            const cudaError_t ek = bb.Add(run, static_cast<uint32_t>(k), flush);
-            if (ek != cudaSuccess) return ek;
-          }
-          return bb.Finish(flush);
-        });
-      });
-      if (e != cudaSuccess) return e;
+  return ForEachPair(present, [&](int pair, auto s, auto d) {
+    auto flush = [&](const Batch& b) { return LaunchPair<decltype(s), decltype(d)>(b, args, accumulate, st); };
+    for (size_t k = 0; k < n; ++k) {
+      if (PairOf(segments[k]) != pair) continue;
+      const cudaError_t ek = bb.Add(RunOf(segments[k]), static_cast<uint32_t>(k), flush);
+      if (ek != cudaSuccess) return ek;
     }
-  }
-  return cudaSuccess;
+    return bb.Finish(flush);
+  });
 }
 
 int Unscale(const TensorRef* tensors, size_t n, float inv_scale, int* found_inf, void* stream) {
@@ -178,6 +211,172 @@ int Unscale(const TensorRef* tensors, size_t n, float inv_scale, int* found_inf,
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- plans
+// What CopySegments builds on every call, built once: the runs of each type
+// pair as a Table in device memory (one allocation, uploaded at creation),
+// with each mode's kernel and grid resolved. A run is then one launch per
+// pair present with the table's address in the parameters.
+
+namespace {
+
+// The modes a plan may run in; a run picks one from its scale.
+enum PlanMode { kPlanBitCopy, kPlanConvert, kPlanAccumulate, kPlanModes };
+
+struct PlanGroup {
+  Table table;                     // pointers into DevicePlan::table
+  const void* kernel[kPlanModes];  // nullptr where the mode cannot occur
+  int grid[kPlanModes];
+};
+
+template <class S, class D>
+void TableKernels(bool accumulate, const void* (&kernel)[kPlanModes]) {
+  kernel[kPlanBitCopy] = kernel[kPlanConvert] = kernel[kPlanAccumulate] = nullptr;
+  if (accumulate) {
+    kernel[kPlanAccumulate] = reinterpret_cast<const void*>(&CopyTableKernel<S, D, Mode::kAccumulate>);
+    return;
+  }
+  kernel[kPlanConvert] = reinterpret_cast<const void*>(&CopyTableKernel<S, D, Mode::kConvert>);
+  if constexpr (std::is_same_v<S, D>) {
+    kernel[kPlanBitCopy] = reinterpret_cast<const void*>(&CopyTableKernel<S, D, Mode::kBitCopy>);
+  }
+}
+
+}  // namespace
+
+struct DevicePlan {
+  int device = 0;
+  bool accumulate = false;
+  void* table = nullptr;  // every group's runs, then their unit starts, then their units' runs
+  int groups = 0;
+  PlanGroup group[kPairs];
+};
+
+int CopyPlanCreate(const Segment* segments, size_t n, bool accumulate, DevicePlan** out) {
+  *out = nullptr;
+  unsigned present = 0;
+  if (!PairsPresent(segments, n, &present)) return cudaErrorInvalidValue;
+  std::unique_ptr<DevicePlan> plan(new DevicePlan());
+  plan->accumulate = accumulate;
+  cudaError_t e = cudaGetDevice(&plan->device);
+  if (e != cudaSuccess) return e;
+
+  // The table on the host: runs grouped by pair, each group's unit starts
+  // and the run of each of its units (group-local indices).
+  struct Where {
+    size_t first_run, first_start, first_unit;
+  } where[kPairs] = {};
+  std::vector<Run> runs;
+  std::vector<uint32_t> starts, owner;
+  runs.reserve(n);
+  starts.reserve(n + kPairs);
+  e = ForEachPair(present, [&](int pair, auto s, auto d) {
+    PlanGroup& g = plan->group[plan->groups];
+    where[plan->groups] = {runs.size(), starts.size(), owner.size()};
+    uint64_t units = 0;
+    uint32_t count = 0;
+    for (size_t k = 0; k < n; ++k) {
+      if (PairOf(segments[k]) != pair) continue;
+      const Run r = RunOf(segments[k]);
+      const uint64_t u = Units(r.n + r.zeros);
+      if (u == 0) continue;
+      if (units + u > UINT32_MAX) return cudaErrorInvalidValue;  // 2^46 elements of one pair
+      runs.push_back(r);
+      starts.push_back(static_cast<uint32_t>(units));
+      owner.insert(owner.end(), u, count);
+      units += u;
+      ++count;
+    }
+    starts.push_back(static_cast<uint32_t>(units));
+    g.table.count = count;
+    g.table.units = static_cast<uint32_t>(units);
+    if (units == 0) return cudaSuccess;  // nothing of this pair to copy: no group
+    TableKernels<decltype(s), decltype(d)>(accumulate, g.kernel);
+    for (int m = 0; m < kPlanModes; ++m) {
+      g.grid[m] = 0;
+      if (g.kernel[m] == nullptr) continue;
+      // A fresh cache: asks the occupancy now, which also loads the kernel,
+      // so the first run needs no module loading (and can be captured).
+      std::atomic<int> per_sm{0};
+      const cudaError_t ge = GridSize(g.kernel[m], per_sm, g.table.units, &g.grid[m]);
+      if (ge != cudaSuccess) return ge;
+    }
+    ++plan->groups;
+    return cudaSuccess;
+  });
+  if (e != cudaSuccess) return e;
+
+  if (plan->groups > 0) {
+    // One allocation: the runs, then the unit starts, then the units' runs.
+    const size_t run_bytes = runs.size() * sizeof(Run);
+    const size_t start_bytes = starts.size() * sizeof(uint32_t);
+    e = cudaMalloc(&plan->table, run_bytes + start_bytes + owner.size() * sizeof(uint32_t));
+    if (e != cudaSuccess) {
+      plan->table = nullptr;
+      return e;
+    }
+    auto* dev_runs = static_cast<Run*>(plan->table);
+    auto* dev_starts = reinterpret_cast<uint32_t*>(static_cast<char*>(plan->table) + run_bytes);
+    uint32_t* dev_owner = dev_starts + starts.size();
+    e = cudaMemcpy(dev_runs, runs.data(), run_bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(dev_starts, starts.data(), start_bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) {
+      e = cudaMemcpy(dev_owner, owner.data(), owner.size() * sizeof(uint32_t), cudaMemcpyHostToDevice);
+    }
+    if (e != cudaSuccess) {
+      (void)cudaFree(plan->table);
+      return e;
+    }
+    for (int i = 0; i < plan->groups; ++i) {
+      plan->group[i].table.seg = dev_runs + where[i].first_run;
+      plan->group[i].table.unit_start = dev_starts + where[i].first_start;
+      plan->group[i].table.run_of_unit = dev_owner + where[i].first_unit;
+    }
+  }
+  *out = plan.release();
+  return cudaSuccess;
+}
+
+int CopyPlanRun(const DevicePlan* plan, float scale, void* stream) {
+  if (plan->groups == 0) return cudaSuccess;
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  if (device != plan->device) return cudaErrorInvalidDevice;
+  CopyArgs args{scale, nullptr};
+  for (int i = 0; i < plan->groups; ++i) {
+    const PlanGroup& g = plan->group[i];
+    const int mode = plan->accumulate                                         ? kPlanAccumulate
+                     : scale == 1.0f && g.kernel[kPlanBitCopy] != nullptr ? kPlanBitCopy
+                                                                              : kPlanConvert;
+    Table table = g.table;
+    void* params[] = {&table, &args};
+    e = cudaLaunchKernel(g.kernel[mode], dim3(static_cast<unsigned>(g.grid[mode])), dim3(kThreads), params, 0,
+                         static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+int CopyPlanDestroy(DevicePlan* plan) {
+  if (plan == nullptr) return cudaSuccess;
+  cudaError_t e = cudaSuccess;
+  if (plan->table != nullptr) {
+    int current = 0;
+    e = cudaGetDevice(&current);
+    const bool switched = e == cudaSuccess && current != plan->device;
+    if (switched) e = cudaSetDevice(plan->device);
+    // Runs may still be queued on any number of the device's streams, which
+    // the plan does not track: waiting for the whole device covers them all.
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    // Freed only once nothing can read it; after a failed wait (a capture in
+    // progress, a dead context) the table is left allocated instead.
+    if (e == cudaSuccess) e = cudaFree(plan->table);
+    if (switched) (void)cudaSetDevice(current);
+  }
+  delete plan;
+  return e;
 }
 
 }  // namespace cuda

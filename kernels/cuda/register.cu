@@ -9,7 +9,19 @@ namespace cuda {
 
 namespace {
 
-const DeviceKernels kCudaKernels = {"cuda", &CopySegments, &Unscale, &L2Norm, &ErrorString};
+int PlanCreate(const Segment* segments, size_t n, bool accumulate, void** plan) {
+  DevicePlan* p = nullptr;
+  const int e = CopyPlanCreate(segments, n, accumulate, &p);
+  *plan = p;
+  return e;
+}
+int PlanRun(const void* plan, float scale, void* stream) {
+  return CopyPlanRun(static_cast<const DevicePlan*>(plan), scale, stream);
+}
+int PlanDestroy(void* plan) { return CopyPlanDestroy(static_cast<DevicePlan*>(plan)); }
+
+const DeviceKernels kCudaKernels = {"cuda",     &CopySegments, &Unscale,     &L2Norm,
+                                    &PlanCreate, &PlanRun,     &PlanDestroy, &ErrorString};
 [[maybe_unused]] const bool kRegistered = RegisterDeviceKernels(&kCudaKernels);
 
 }  // namespace

@@ -17,7 +17,8 @@
 // phases: a scalar head until both source and destination are 16-byte
 // aligned, a 16-byte vector body (kUnroll vectors in flight per thread), and
 // a scalar tail. Where source and destination can never be aligned together
-// the whole unit runs scalar, still coalesced.
+// the whole unit runs scalar, still coalesced. A CopyPlan keeps its runs in a
+// Table in device memory instead, where a unit's run is looked up, not searched.
 #ifndef WEFT_KERNELS_CUDA_SEGMENT_CUH_
 #define WEFT_KERNELS_CUDA_SEGMENT_CUH_
 
@@ -57,6 +58,18 @@ struct Batch {
 };
 // The kernel parameter limit on sm_70+ with CUDA >= 12.1, less room for the other arguments.
 static_assert(sizeof(Batch) + 64 <= 32764, "Batch no longer fits in the kernel parameters");
+
+// Runs kept in device memory instead of the parameters: a CopyPlan's launch
+// table (copy.cu), built and uploaded once, with no limit on its length. Its
+// run_of_unit spares the binary search over unit_start (14 dependent loads
+// for 10,000 runs) at 4 bytes per unit of kChunk elements.
+struct Table {
+  const Run* seg;
+  const uint32_t* unit_start;   // count + 1 entries; unit_start[count] == units
+  const uint32_t* run_of_unit;  // units entries: the run holding each unit
+  uint32_t count;
+  uint32_t units;
+};
 
 // ---------------------------------------------------------------- element types
 struct F32 { using Raw = float; };

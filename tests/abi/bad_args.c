@@ -38,7 +38,7 @@ typedef char check_op_values[(weftAvg == 4) ? 1 : -1];
 typedef char check_shard_config_size[sizeof(weftShardGroupConfig_t) == 24 ? 1 : -1];
 typedef char check_param_desc_size[sizeof(weftParamDesc_t) == 80 ? 1 : -1];
 typedef char check_tensor_size[sizeof(weftTensor_t) == 24 ? 1 : -1];
-typedef char check_schedule_config_size[sizeof(weftShardScheduleConfig_t) == 40 ? 1 : -1];
+typedef char check_schedule_config_size[sizeof(weftShardScheduleConfig_t) == 48 ? 1 : -1];
 
 /* An acquire callback that has no memory to give. */
 static void* no_memory(void* user, weftShardGroup_t group, size_t bytes) {
@@ -196,6 +196,17 @@ int main(void) {
       qcfg.prefetch = -1;
       FAILS(weftShardScheduleCreate(NULL, &qcfg, &sched), weftInvalidArgument, "prefetch = -1");
       qcfg.prefetch = 1;
+      qcfg.memory = (weftMemoryKind_t)5;
+      FAILS(weftShardScheduleCreate(NULL, &qcfg, &sched), weftInvalidArgument, "config->memory = 5");
+      {
+        /* CUDA memory takes the framework's cudaStream_t: a weft host stream is refused in any build. */
+        weftStream_t hs = NULL;
+        EXPECT(weftStreamCreate(&hs) == weftSuccess);
+        qcfg.memory = weftMemoryCuda;
+        FAILS(weftShardScheduleCreate(hs, &qcfg, &sched), weftInvalidArgument, "is a weft host stream");
+        EXPECT(weftStreamDestroy(hs) == weftSuccess);
+      }
+      qcfg.memory = weftMemoryHost;
       qcfg.acquire = no_memory;
       FAILS(weftShardScheduleCreate(NULL, &qcfg, &sched), weftInvalidArgument, "config->release is NULL");
       qcfg.acquire = NULL;

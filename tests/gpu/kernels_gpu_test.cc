@@ -3,7 +3,9 @@
 // host: salted random data (inf, NaN, subnormals, float16 overflow, -0.0,
 // bfloat16 ties), NaN payloads, odd sizes, misaligned starts, 1 to 1300
 // tensors (more than one launch's worth), every dtype pair, and a CUDA graph
-// capture. Every test skips with the reason when no device is usable.
+// capture; and the same copies through CopyPlans (launch table in device
+// memory), run after run, on several streams and in a graph. Every test skips
+// with the reason when no device is usable.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "core/memory.h"
+#include "kernels/copy_plan.h"
 #include "kernels/kernels.h"
 #include "kernels/reference/reference.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -49,6 +52,9 @@ struct OnDevice {
   }
   void Download(std::vector<Buffer>& host) {
     for (size_t i = 0; i < host.size(); ++i) bufs[i]->Download(host[i]);
+  }
+  void Upload(std::vector<Buffer>& host) {
+    for (size_t i = 0; i < host.size(); ++i) bufs[i]->Upload(host[i]);
   }
   std::vector<std::unique_ptr<DeviceBuffer>> bufs;
   std::vector<TensorRef> refs;
@@ -409,8 +415,8 @@ TEST_F(CudaKernels, PointersAreClassifiedAndMixedKindsRefused) {
   (void)cudaFree(managed);
 }
 
-// The C ABI on device memory: weftFlatten and weftL2Norm take device
-// pointers and a cudaStream_t like the C++ API, and give the reference's bits.
+// The C ABI on device memory: weftFlatten, a copy plan and weftL2Norm take
+// device pointers and a cudaStream_t like the C++ API, and give the reference's bits.
 TEST_F(CudaKernels, CAbiTakesDevicePointersAndAStream) {
   std::mt19937_64 rng(109);
   const std::vector<size_t> sizes = {4099, 3, 65537};
@@ -437,6 +443,224 @@ TEST_F(CudaKernels, CAbiTakesDevicePointersAndAStream) {
   (void)cudaFree(dtotal);
   reference::L2Norm(Refs(srcs), nullptr, &want_total);
   EXPECT_EQ(FloatBits(total), FloatBits(want_total)) << total << " vs " << want_total;
+
+  got.Poison();
+  DeviceBuffer dplanned(got);
+  weftCopyPlan_t plan = nullptr;
+  ASSERT_EQ(weftFlattenPlanCreate(ts.data(), static_cast<int>(ts.size()), dplanned.data(), weftFloat16, nullptr,
+                                  &plan),
+            weftSuccess) << weftGetLastError();
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_EQ(weftCopyPlanExecute(plan, 0.5f, stream_), weftSuccess) << weftGetLastError();
+  }
+  ASSERT_EQ(weftCopyPlanDestroy(plan), weftSuccess) << weftGetLastError();
+  Sync();
+  dplanned.Download(got);
+  ExpectSame(got, want, "weftCopyPlanExecute");
+}
+
+// ---------------------------------------------------------------- copy plans
+// A CopyPlan on device memory builds its launch table once; each run must
+// still read the buffers' current contents, take its own scale (a bit copy
+// at 1, a conversion otherwise) and give the reference's bits.
+
+// Mixed-dtype sources (four type pairs per destination type, so several
+// launches per run), gaps between the tensors, 1300 tensors (more than one
+// parameter batch of the one-shot path), new inputs before every run.
+TEST_F(CudaKernels, FlattenPlanMatchesReferenceRunAfterRun) {
+  std::mt19937_64 rng(110);
+  for (int n : {1, 17, 1300}) {
+    const testing::GappedCase c = testing::MakeGappedCase(n, rng);
+    std::vector<Buffer> srcs = MakeTensors(c.sizes, DataType::kFloat32, /*mixed=*/true, rng);
+    OnDevice d(srcs);
+    for (DataType dt : kFloatTypes) {
+      Buffer got(dt, c.end, 1), want(dt, c.end, 1);
+      got.Poison();
+      want.Poison();  // the gaps must keep the poison
+      DeviceBuffer dd(got);
+      absl::StatusOr<CopyPlan> plan = CopyPlan::Flatten(d.refs, dd.data(), dt, c.offsets.data());
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      int run = 0;
+      for (float scale : {1.0f, 0.125f, 1.0f}) {
+        for (Buffer& b : srcs) FillRandom(b, rng);
+        d.Upload(srcs);
+        ASSERT_TRUE(plan->Run(scale, stream_).ok());
+        Sync();
+        dd.Download(got);
+        reference::Flatten(Refs(srcs), want.data(), dt, c.offsets.data(), scale);
+        ExpectSame(got, want, std::to_string(n) + " tensors -> " + Name(dt) + ", run " + std::to_string(run++));
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernels, UnflattenPlanAccumulatesOnEveryRun) {
+  std::mt19937_64 rng(111);
+  const testing::GappedCase c = testing::MakeGappedCase(1300, rng);
+  for (DataType st : kFloatTypes) {
+    for (bool accumulate : {true, false}) {
+      Buffer src(st, c.end, 3);
+      FillRandom(src, rng);
+      DeviceBuffer dsrc(src);
+      std::vector<Buffer> got = MakeTensors(c.sizes, DataType::kFloat32, /*mixed=*/true, rng);
+      std::vector<Buffer> want = got;
+      OnDevice d(got);
+      absl::StatusOr<CopyPlan> plan = CopyPlan::Unflatten(dsrc.data(), st, c.offsets.data(), d.refs, accumulate);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      for (int run = 0; run < 3; ++run) {
+        const float scale = run == 1 ? 1.0f : 0.5f;
+        ASSERT_TRUE(plan->Run(scale, stream_).ok());
+        Sync();
+        d.Download(got);
+        reference::Unflatten(src.data(), st, c.offsets.data(), Refs(want), scale, accumulate);
+        for (size_t i = 0; i < got.size(); ++i) {
+          ExpectSame(got[i], want[i], std::string(Name(st)) + (accumulate ? " += " : " = ") + "run " +
+                                          std::to_string(run) + ", tensor " + std::to_string(i));
+        }
+      }
+    }
+  }
+}
+
+// chunk_cat's zero padding is a run without a source; chunk_split skips it.
+TEST_F(CudaKernels, ChunkCatAndSplitPlansMatchReference) {
+  std::mt19937_64 rng(112);
+  for (int world : {1, 3, 8}) {
+    const testing::ChunkCase c = testing::MakeChunkCase(world, /*explicit_chunks=*/true, rng);
+    std::vector<Buffer> srcs = MakeTensors(c.sizes, DataType::kFloat32, /*mixed=*/true, rng);
+    OnDevice d(srcs);
+    Buffer got(DataType::kBfloat16, c.slab * world, 1), want(DataType::kBfloat16, c.slab * world, 1);
+    got.Poison();
+    want.Poison();
+    DeviceBuffer dgot(got);
+    absl::StatusOr<CopyPlan> cat = CopyPlan::ChunkCat(d.refs, world, c.chunks.data(), dgot.data(), DataType::kBfloat16);
+    ASSERT_TRUE(cat.ok()) << cat.status();
+    ASSERT_TRUE(cat->Run(0.5f, stream_).ok());
+    Sync();
+    dgot.Download(got);
+    reference::ChunkCat(Refs(srcs), world, c.chunks.data(), want.data(), DataType::kBfloat16, 0.5f);
+    ExpectSame(got, want, "chunk_cat plan, world " + std::to_string(world));
+
+    std::vector<Buffer> back = MakeTensors(c.sizes, DataType::kFloat32, /*mixed=*/true, rng);
+    std::vector<Buffer> back_want = back;
+    OnDevice db(back);
+    absl::StatusOr<CopyPlan> split =
+        CopyPlan::ChunkSplit(dgot.data(), DataType::kBfloat16, world, c.chunks.data(), db.refs, /*accumulate=*/true);
+    ASSERT_TRUE(split.ok()) << split.status();
+    for (int run = 0; run < 2; ++run) {
+      ASSERT_TRUE(split->Run(2.0f, stream_).ok());
+      reference::ChunkSplit(got.data(), DataType::kBfloat16, world, c.chunks.data(), Refs(back_want), 2.0f, true);
+    }
+    Sync();
+    db.Download(back);
+    for (size_t i = 0; i < back.size(); ++i) {
+      ExpectSame(back[i], back_want[i], "chunk_split plan, world " + std::to_string(world) + ", tensor " +
+                                            std::to_string(i));
+    }
+  }
+}
+
+// One accumulating plan run on four streams in turn, each run ordered after
+// the previous one by an event, with changing scales (so order shows in the
+// bits), and the plan destroyed while those runs may still be queued:
+// destruction must wait for every stream, not free the table under them.
+// Two plans reading the same tensors also run concurrently on two streams.
+TEST_F(CudaKernels, PlanRunsOnSeveralStreamsAndMayBeDestroyedWhileQueued) {
+  std::mt19937_64 rng(113);
+  const testing::GappedCase c = testing::MakeGappedCase(700, rng);
+  Buffer src(DataType::kBfloat16, c.end, 0);
+  FillRandom(src, rng);
+  DeviceBuffer dsrc(src);
+  std::vector<Buffer> got = MakeTensors(c.sizes, DataType::kFloat32, /*mixed=*/false, rng);
+  std::vector<Buffer> want = got;
+  OnDevice d(got);
+  cudaStream_t streams[4] = {};
+  for (cudaStream_t& s : streams) WEFT_CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t done = nullptr;
+  WEFT_CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  {
+    absl::StatusOr<CopyPlan> plan =
+        CopyPlan::Unflatten(dsrc.data(), DataType::kBfloat16, c.offsets.data(), d.refs, /*accumulate=*/true);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const float scales[] = {0.5f, 3.0f, 1.0f, 0.25f, 1.5f, 1.0f, 2.0f, 0.75f};
+    for (int run = 0; run < 8; ++run) {
+      cudaStream_t s = streams[run % 4];
+      if (run > 0) WEFT_CUDA_OK(cudaStreamWaitEvent(s, done, 0));
+      ASSERT_TRUE(plan->Run(scales[run], s).ok());
+      WEFT_CUDA_OK(cudaEventRecord(done, s));
+      reference::Unflatten(src.data(), DataType::kBfloat16, c.offsets.data(), Refs(want), scales[run], true);
+    }
+  }  // the plan goes here, its last runs possibly still queued
+  for (cudaStream_t s : streams) WEFT_CUDA_OK(cudaStreamSynchronize(s));
+  d.Download(got);
+  for (size_t i = 0; i < got.size(); ++i) ExpectSame(got[i], want[i], "8 runs on 4 streams, tensor " + std::to_string(i));
+
+  Buffer b16(DataType::kBfloat16, c.end, 0), b32(DataType::kFloat32, c.end, 0);
+  b16.Poison();
+  b32.Poison();
+  Buffer want16 = b16, want32 = b32;
+  DeviceBuffer d16(b16), d32(b32);
+  absl::StatusOr<CopyPlan> to16 = CopyPlan::Flatten(d.refs, d16.data(), DataType::kBfloat16, c.offsets.data());
+  absl::StatusOr<CopyPlan> to32 = CopyPlan::Flatten(d.refs, d32.data(), DataType::kFloat32, c.offsets.data());
+  ASSERT_TRUE(to16.ok() && to32.ok()) << to16.status() << " " << to32.status();
+  for (int run = 0; run < 4; ++run) {
+    ASSERT_TRUE(to16->Run(0.125f, streams[0]).ok());
+    ASSERT_TRUE(to32->Run(1.0f, streams[1]).ok());
+  }
+  for (cudaStream_t s : streams) WEFT_CUDA_OK(cudaStreamSynchronize(s));
+  d16.Download(b16);
+  d32.Download(b32);
+  reference::Flatten(Refs(got), want16.data(), DataType::kBfloat16, c.offsets.data(), 0.125f);
+  reference::Flatten(Refs(got), want32.data(), DataType::kFloat32, c.offsets.data(), 1.0f);
+  ExpectSame(b16, want16, "concurrent plan on stream 0");
+  ExpectSame(b32, want32, "concurrent plan on stream 1");
+  (void)cudaEventDestroy(done);
+  for (cudaStream_t s : streams) (void)cudaStreamDestroy(s);
+}
+
+// A plan's run captured in a CUDA graph with no run before the capture
+// (creation has loaded the kernels), replayed on new inputs.
+TEST_F(CudaKernels, PlanRunsCapturedInACudaGraph) {
+  std::mt19937_64 rng(114);
+  const std::vector<size_t> sizes = {4099, 1, 65537, 300, 16384, 0, 7};
+  std::vector<Buffer> grads = MakeTensors(sizes, DataType::kFloat32, false, rng);
+  OnDevice d(grads);
+  Buffer bucket(DataType::kBfloat16, Total(sizes), 0);
+  DeviceBuffer dbucket(bucket);
+  std::vector<Buffer> acc = MakeTensors(sizes, DataType::kFloat32, false, rng);
+  std::vector<Buffer> acc_want = acc;
+  OnDevice dacc(acc);
+  absl::StatusOr<CopyPlan> fill = CopyPlan::Flatten(d.refs, dbucket.data(), DataType::kBfloat16, nullptr);
+  absl::StatusOr<CopyPlan> back =
+      CopyPlan::Unflatten(dbucket.data(), DataType::kBfloat16, nullptr, dacc.refs, /*accumulate=*/true);
+  ASSERT_TRUE(fill.ok() && back.ok()) << fill.status() << " " << back.status();
+
+  cudaGraph_t graph = nullptr;
+  WEFT_CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  const absl::Status filled = fill->Run(0.25f, stream_);
+  const absl::Status copied_back = back->Run(2.0f, stream_);
+  WEFT_CUDA_OK(cudaStreamEndCapture(stream_, &graph));
+  ASSERT_TRUE(filled.ok() && copied_back.ok()) << filled << " " << copied_back;
+  cudaGraphExec_t exec = nullptr;
+  WEFT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    for (Buffer& g : grads) FillRandom(g, rng);
+    d.Upload(grads);
+    WEFT_CUDA_OK(cudaGraphLaunch(exec, stream_));
+    Sync();
+    Buffer want_bucket(DataType::kBfloat16, Total(sizes), 0);
+    reference::Flatten(Refs(grads), want_bucket.data(), DataType::kBfloat16, nullptr, 0.25f);
+    reference::Unflatten(want_bucket.data(), DataType::kBfloat16, nullptr, Refs(acc_want), 2.0f, true);
+    dbucket.Download(bucket);
+    ExpectSame(bucket, want_bucket, "graph replay " + std::to_string(replay) + ": flatten plan");
+    dacc.Download(acc);
+    for (size_t i = 0; i < acc.size(); ++i) {
+      ExpectSame(acc[i], acc_want[i], "graph replay " + std::to_string(replay) + ": unflatten plan, tensor " +
+                                          std::to_string(i));
+    }
+  }
+  (void)cudaGraphExecDestroy(exec);
+  (void)cudaGraphDestroy(graph);
 }
 
 }  // namespace

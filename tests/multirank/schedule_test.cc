@@ -4,7 +4,9 @@
 // updated shards anew at each step.
 #include "shard/schedule.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -111,6 +113,44 @@ TEST(ShardSchedule, ZeroThreeMatchesUnscheduledAndHoldsTwoGroups) {
   });
 }
 
+// GatheredAt says when a gather completed, not when the caller noticed: a
+// prefetched group's gather finishes while the caller is away.
+TEST(ShardSchedule, GatheredAtIsTheGathersCompletion) {
+  using Clock = std::chrono::steady_clock;
+  RunRanksExpecting(3, [&](Communicator& c) {
+    BufferPool pool;
+    Model m = Build(c, &pool);
+    HostStream stream;
+    ShardSchedule s(&stream, /*reshard_after_forward=*/true);
+    EXPECT_EQ(s.GatheredAt(m.groups[0].get()).status().code(), absl::StatusCode::kFailedPrecondition)
+        << "never gathered";
+    Step(m, &s, c.rank());  // records the order: prefetch from now on
+    ASSERT_TRUE(s.BeginStep().ok());
+    const Clock::time_point start = Clock::now();
+    ASSERT_TRUE(s.PreForward(m.groups[0].get()).ok());  // enqueues group 1's gather behind group 0's
+    const Clock::time_point first_ready = Clock::now();
+    auto t0 = s.GatheredAt(m.groups[0].get());
+    ASSERT_TRUE(t0.ok()) << t0.status();
+    EXPECT_GE(*t0, start);
+    EXPECT_LE(*t0, first_ready);
+    ASSERT_TRUE(s.PostForward(m.groups[0].get()).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // "computing": the prefetch runs meanwhile
+    const Clock::time_point asked = Clock::now();
+    ASSERT_TRUE(s.PreForward(m.groups[1].get()).ok());
+    auto t1 = s.GatheredAt(m.groups[1].get());
+    ASSERT_TRUE(t1.ok()) << t1.status();
+    EXPECT_GT(*t1, *t0);
+    EXPECT_LT(*t1, asked) << "the prefetched gather completed during the sleep";
+    for (size_t i = 1; i < m.groups.size(); ++i) {
+      if (i > 1) {
+        ASSERT_TRUE(s.PreForward(m.groups[i].get()).ok());
+      }
+      ASSERT_TRUE(s.PostForward(m.groups[i].get()).ok());
+    }
+    ASSERT_TRUE(s.EndStep().ok());
+  });
+}
+
 TEST(ShardSchedule, ZeroTwoGathersUpdatedShardsEachStep) {
   RunRanksExpecting(2, [&](Communicator& c) {
     BufferPool pool;
@@ -127,6 +167,40 @@ TEST(ShardSchedule, ZeroTwoGathersUpdatedShardsEachStep) {
     ASSERT_TRUE(p.ok());
     EXPECT_EQ(static_cast<float*>(*p)[0], 42.0f);
     ASSERT_TRUE(s.EndStep().ok());
+  });
+}
+
+// The pool's accounting bounds what ZeRO-3 holds: at most two gathered
+// groups and one gradient buffer in flight (its reduction enqueued, its
+// memory returned on the stream for the next prefetched gather), and no
+// growth from step to step once prefetch is on (the second step). Equal groups of 48 floats (192 bytes, a multiple
+// of the pool's 64-byte rounding) on 2 ranks, so the bound is exact.
+TEST(ShardSchedule, PoolPeakIsTwoGroupsAndOneReductionWithoutGrowth) {
+  RunRanksExpecting(2, [&](Communicator& c) {
+    BufferPool pool;
+    Model m;
+    for (int i = 0; i < 4; ++i) {
+      auto g = ShardGroup::Create(&c, nullptr, std::vector<ParamSpec>{{"w", {8, 6}}}, {}, &pool);
+      ASSERT_TRUE(g.ok()) << g.status();
+      m.groups.push_back(std::move(*g));
+    }
+    const size_t unsharded = m.groups[0]->layout().unsharded_numel() * sizeof(float);
+    ASSERT_EQ(unsharded, 192u);
+    HostStream stream;
+    ShardSchedule s(&stream, /*reshard_after_forward=*/true);
+    size_t held_after_second = 0;
+    for (int step = 0; step < 4; ++step) {
+      Step(m, &s, c.rank());
+      const PoolStats st = pool.stats();
+      EXPECT_EQ(st.live_bytes, 0u) << "step " << step;
+      EXPECT_LE(st.peak_live_bytes, 3 * unsharded) << "step " << step;
+      EXPECT_LE(st.pooled_bytes, 3 * unsharded) << "step " << step;
+      if (step == 1) held_after_second = st.pooled_bytes;
+      if (step > 1) {
+        EXPECT_EQ(st.pooled_bytes, held_after_second) << "the pool grew at step " << step;
+      }
+    }
+    EXPECT_EQ(s.max_gathered(), 2);
   });
 }
 

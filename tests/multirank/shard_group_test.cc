@@ -258,6 +258,44 @@ TEST(ShardGroup, HybridShardingMatchesPlainSharding) {
   });
 }
 
+// ReshardAfter (the schedule's form of Reshard) returns the buffers on the
+// stream at once, so the next Unshard enqueued on that stream reuses them
+// (stream-ordered, as cudaFreeAsync on CUDA memory) while a host caller
+// could not; the values gathered into the reused memory are the new ones.
+TEST(ShardGroup, ReshardAfterReusesTheMemoryInStreamOrder) {
+  const auto a = FullValues(21);
+  const auto b = FullValues(22);
+  RunRanksExpecting(2, [&](Communicator& c) {
+    BufferPool pool;
+    auto g = ShardGroup::Create(&c, nullptr, kParams, {}, &pool);
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_EQ((*g)->memory_kind(), MemKind::kHost);
+    HostStream stream;
+    ASSERT_TRUE((*g)->LoadFromFull(Ptrs(a)).ok());
+    ASSERT_TRUE((*g)->Unshard(&stream).ok());
+    void* first = *(*g)->FullParam(0);
+    ASSERT_TRUE((*g)->ReshardAfter(&stream).ok());
+    EXPECT_EQ((*g)->memory().unsharded_bytes, 0u);
+    EXPECT_EQ(pool.stats().live_bytes, 0u);
+    EXPECT_GT(pool.stats().pooled_bytes, 0u);
+    ASSERT_TRUE(stream.Synchronize().ok());
+    ASSERT_TRUE((*g)->LoadFromFull(Ptrs(b)).ok());
+    ASSERT_TRUE((*g)->Unshard(&stream).ok());
+    EXPECT_EQ(*(*g)->FullParam(0), first);
+    ASSERT_TRUE(stream.Synchronize().ok());
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      const float* p = static_cast<const float*>(*(*g)->FullParam(static_cast<int>(i)));
+      for (size_t j = 0; j < b[i].size(); ++j) ASSERT_EQ(p[j], b[i][j]) << "param " << i << " elem " << j;
+    }
+    // A pointer that is no live host stream is refused by a host group.
+    int not_a_stream = 0;
+    const absl::Status s = (*g)->ReshardAfter(&not_a_stream);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    ASSERT_TRUE((*g)->Reshard().ok());
+    EXPECT_EQ(pool.stats().live_bytes, 0u);
+  });
+}
+
 }  // namespace
 }  // namespace shard
 }  // namespace weft

@@ -87,6 +87,41 @@ TEST_F(KernelsCheck, OverlapIsRefused) {
   EXPECT_THAT(Message(L2Norm(srcs(), a.data() + 1, &total, nullptr)), HasSubstr("norms"));
 }
 
+// Unflatten into tensors listed out of address order: the check sorts them,
+// and the next call on this thread first tries the order that sort found.
+// Reusing it must not let an overlap through, whether the overlapping list
+// is still sorted by that order or not.
+TEST_F(KernelsCheck, OverlapIsRefusedWhenTheLastSortOrderIsReused) {
+  std::vector<float> pool(4 * 64, 0.0f), src(4 * 16, 1.0f);
+  // Tensor i lives at pool slot place[i]: listed in the order 2, 0, 3, 1 of their addresses.
+  const size_t place[] = {2, 0, 3, 1};
+  auto dsts = [&](size_t first_len) {
+    std::vector<TensorRef> d;
+    for (size_t i = 0; i < 4; ++i) d.push_back({pool.data() + 64 * place[i], 16, DataType::kFloat32});
+    d[0].count = first_len;
+    return d;
+  };
+  for (int call = 0; call < 3; ++call) {
+    std::vector<float> flat(4 * 16 + 48, 1.0f);
+    std::vector<size_t> offsets = {0, 64, 80, 96};
+    EXPECT_TRUE(Unflatten(flat.data(), DataType::kFloat32, offsets.data(), dsts(64), 1.0f, false, nullptr).ok());
+  }
+  // Same order of addresses, but tensor 0 (slot 2) now runs into tensor 2 (slot 3).
+  std::vector<float> flat(4 * 16 + 64, 1.0f);
+  std::vector<size_t> offsets = {0, 65, 81, 97};
+  absl::Status st = Unflatten(flat.data(), DataType::kFloat32, offsets.data(), dsts(65), 1.0f, false, nullptr);
+  EXPECT_THAT(Message(st), HasSubstr("dsts[2]"));
+  EXPECT_THAT(Message(st), HasSubstr("overlaps dsts[0]"));
+  // A different order of as many tensors: tensor 1 moved into tensor 2's slot, 8 elements in.
+  std::vector<TensorRef> d = dsts(16);
+  d[1].data = pool.data() + 64 * 3 + 8;
+  st = Unflatten(src.data(), DataType::kFloat32, nullptr, d, 1.0f, false, nullptr);
+  EXPECT_THAT(Message(st), HasSubstr("dsts[1]"));
+  EXPECT_THAT(Message(st), HasSubstr("overlaps dsts[2]"));
+  // And the first list again, fine again.
+  EXPECT_TRUE(Unflatten(src.data(), DataType::kFloat32, nullptr, dsts(16), 1.0f, false, nullptr).ok());
+}
+
 TEST_F(KernelsCheck, MisalignedAndChunkArgumentsAreNamed) {
   std::vector<TensorRef> s = srcs();
   s[1].data = reinterpret_cast<char*>(b.data()) + 1;
@@ -142,8 +177,40 @@ int RecordCopy(const Segment* s, size_t n, float scale, bool accumulate, void* s
 }
 int FailUnscale(const TensorRef*, size_t, float, int*, void*) { return 700; }
 int RecordNorm(const TensorRef*, size_t, float*, float*, void*) { return 0; }
+
+// A fake device plan: the segments it was made from, and what each hook saw.
+struct FakePlan {
+  std::vector<Segment> segments;
+  bool accumulate = false;
+};
+struct PlanCalls {
+  int created = 0, destroyed = 0;
+  const void* last_run = nullptr;
+} plan_calls;
+
+int RecordPlanCreate(const Segment* s, size_t n, bool accumulate, void** plan) {
+  ++plan_calls.created;
+  *plan = new FakePlan{std::vector<Segment>(s, s + n), accumulate};
+  return 0;
+}
+// A run copies nothing: it records what the device would run, as RecordCopy does.
+int RecordPlanRun(const void* plan, float scale, void* stream) {
+  const auto* p = static_cast<const FakePlan*>(plan);
+  plan_calls.last_run = plan;
+  recorded.segments = p->segments;
+  recorded.scale = scale;
+  recorded.accumulate = p->accumulate;
+  recorded.stream = stream;
+  return 0;
+}
+int RecordPlanDestroy(void* plan) {
+  ++plan_calls.destroyed;
+  delete static_cast<FakePlan*>(plan);
+  return 0;
+}
 const char* ErrorString(int code) { return code == 700 ? "an illegal memory access was encountered" : "?"; }
-const DeviceKernels kRecording = {"fake-device", RecordCopy, FailUnscale, RecordNorm, ErrorString};
+const DeviceKernels kRecording = {"fake-device", RecordCopy,    FailUnscale,       RecordNorm,
+                                  RecordPlanCreate, RecordPlanRun, RecordPlanDestroy, ErrorString};
 
 class KernelsDeviceRouting : public KernelsCheck {
  protected:
@@ -193,14 +260,18 @@ TEST_F(KernelsDeviceRouting, DeviceMemoryGoesToTheHooks) {
 
 TEST_F(KernelsDeviceRouting, PlansOnDeviceMemoryGoToTheHooksOnEveryRun) {
   RegisterDeviceKernels(&kRecording);
+  plan_calls = {};
   std::vector<TensorRef> s = {{dev.data(), 8, DataType::kFloat32}, {dev.data() + 8, 5, DataType::kFloat32}};
   absl::StatusOr<CopyPlan> plan = CopyPlan::Unflatten(dev.data() + 16, DataType::kFloat32, nullptr, s, true);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->memory(), MemKind::kCuda);
+  EXPECT_EQ(plan_calls.created, 1);
   int cuda_stream_stand_in = 0;
   for (float scale : {0.5f, 2.0f}) {
     recorded = {};
+    plan_calls.last_run = nullptr;
     ASSERT_TRUE(plan->Run(scale, &cuda_stream_stand_in).ok());
+    EXPECT_NE(plan_calls.last_run, nullptr) << "a run must go to the device plan, not rebuild its segments";
     ASSERT_EQ(recorded.segments.size(), 2u);
     EXPECT_EQ(recorded.segments[1].src, dev.data() + 24);
     EXPECT_EQ(recorded.segments[1].dst, dev.data() + 8);
@@ -208,9 +279,18 @@ TEST_F(KernelsDeviceRouting, PlansOnDeviceMemoryGoToTheHooksOnEveryRun) {
     EXPECT_TRUE(recorded.accumulate);
     EXPECT_EQ(recorded.stream, &cuda_stream_stand_in);
   }
+  EXPECT_EQ(plan_calls.created, 1) << "the device plan is made once, at creation";
   HostStream hs;
   absl::Status st = plan->Run(1.0f, &hs);
   EXPECT_THAT(Message(st), HasSubstr("is a weft host stream, but the buffers are in CUDA memory"));
+  {
+    // Copies share the device plan; the last one to go frees it, once.
+    CopyPlan copy = *plan;
+    plan = CopyPlan();
+    EXPECT_EQ(plan_calls.destroyed, 0);
+    ASSERT_TRUE(copy.Run(1.0f, &cuda_stream_stand_in).ok());
+  }
+  EXPECT_EQ(plan_calls.destroyed, 1);
 
   absl::StatusOr<CopyPlan> mixed = CopyPlan::Flatten(srcs(), dev.data(), DataType::kFloat32, nullptr);
   EXPECT_THAT(Message(mixed.status()), HasSubstr("mixed memory kinds"));

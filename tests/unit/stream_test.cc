@@ -80,6 +80,41 @@ TEST(HostStream, ExceptionBecomesInternalError) {
   EXPECT_EQ(s.Synchronize().code(), absl::StatusCode::kInternal);
 }
 
+TEST(HostStream, ReachedAtTimesEachMark) {
+  using Clock = std::chrono::steady_clock;
+  HostStream s;
+  const auto before = Clock::now();
+  std::atomic<bool> go{false};
+  Clock::time_point first_ran{}, second_ran{};
+  s.Enqueue([&] {
+    while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    first_ran = Clock::now();
+    return absl::OkStatus();
+  });
+  const uint64_t first = s.Mark();
+  s.Enqueue([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    second_ran = Clock::now();
+    return absl::OkStatus();
+  });
+  const uint64_t second = s.Mark();
+  EXPECT_EQ(s.ReachedAt(first).status().code(), absl::StatusCode::kFailedPrecondition);
+  go = true;
+  ASSERT_TRUE(s.Synchronize().ok());
+  ASSERT_TRUE(s.ReachedAt(0).ok());
+  EXPECT_LE(*s.ReachedAt(0), before);
+  const auto t1 = s.ReachedAt(first), t2 = s.ReachedAt(second);
+  ASSERT_TRUE(t1.ok() && t2.ok());
+  EXPECT_GE(*t1, first_ran);
+  EXPECT_LT(*t1, second_ran);  // the second task slept 20 ms after the first finished
+  EXPECT_GE(*t2, second_ran);
+  // Old marks are forgotten, never misreported.
+  for (uint64_t i = 0; i < HostStream::kTimedMarks; ++i) s.Enqueue([] { return absl::OkStatus(); });
+  ASSERT_TRUE(s.Synchronize().ok());
+  EXPECT_EQ(s.ReachedAt(first).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(s.ReachedAt(s.Mark()).ok());
+}
+
 // The address of a stream that existed and was destroyed (as an integer:
 // nothing may dereference it, only the registry may be asked about it).
 __attribute__((noinline)) uintptr_t DestroyedStreamAddress() {
