@@ -32,12 +32,17 @@
 //             count observed in the first backward (activation checkpointing
 //             marks a gradient once per recomputation);
 //   view      gradient-as-bucket-view: the framework makes each gradient a
-//             view of its slot (GradSlot), so there is nothing to copy.
+//             view of its slot (GradSlot), so there is nothing to copy;
+//   in place  host, separate buffers: a segment lying wholly inside one
+//             gradient (of the bucket's type, not float16) is averaged in
+//             the gradient's own memory instead of copied in and out, so a
+//             marked gradient may change before Finalize returns.
 //
 // The division by the world size N: with separate buffers the copy-in scales
 // by 1/N and the all-reduce sums; with float16 communication 1/sqrt(N) before
 // the sum and 1/sqrt(N) in the copy-out, so a sum of N large gradients does
-// not overflow float16; in view mode the all-reduce averages in place.
+// not overflow float16; in view mode, and on segments that lie wholly inside
+// one gradient, the all-reduce averages.
 #ifndef WEFT_SHARD_REDUCER_H_
 #define WEFT_SHARD_REDUCER_H_
 
@@ -78,9 +83,17 @@ struct ReducerOptions {
 struct ReducerStats {
   double comm_seconds = 0;  // since the last ResetStats; host memory only (0 on CUDA)
   int64_t buckets_launched = 0;  // buckets whose last segment was launched (empty ones have none)
+  // Host memory: launches that had to make their segment's copy plans
+  // (copy-in and copy-out) because the gradient pointers differed from the
+  // segment's last launch; stays flat while the framework reuses its buffers.
+  int64_t copy_plans_built = 0;
+  // Host memory, separate buffers: segments averaged inside their gradient
+  // (shard/reducer.h, "in place"), with no copy in or out.
+  int64_t segments_in_place = 0;
 };
 
 struct CopyList;
+struct SegmentCopies;
 
 class Reducer {
  public:
@@ -97,8 +110,9 @@ class Reducer {
   Reducer& operator=(const Reducer&) = delete;
 
   // `grad` holds grads[index] (count elements of its dtype) and must stay
-  // valid and unchanged until Finalize returns. Any thread. Host memory:
-  // `stream` must be nullptr. CUDA memory: `stream` (a cudaStream_t, nullptr
+  // valid and unchanged until Finalize returns, and is not to be read before
+  // then (host: parts of it may be averaged in place). Any thread. Host
+  // memory: `stream` must be nullptr. CUDA memory: `stream` (a cudaStream_t, nullptr
   // for the legacy default stream) is where `grad` is produced; the reducer
   // reads it only after the work enqueued there so far.
   absl::Status MarkReady(int index, void* grad, void* stream);
@@ -144,7 +158,10 @@ class Reducer {
   void SlotIn(int g);     // gradient g is in: its segments' pending--, launch what is ready
   void LaunchReady();     // launches segments in order while the next one is complete
   void Launch(int b, size_t k);  // enqueues segment k of bucket b: copy-in, all-reduce, copy-out
-  void LaunchOnHost(int b, size_t k, std::shared_ptr<CopyList> part, unsigned char* at, size_t n);
+  void Pieces(int b, size_t k, CopyList& part) const;  // the marked gradients' pieces inside segment k
+  const SegmentCopies& Copies(int b, size_t k);  // host: segment k's plans, rebuilt if the pointers changed
+  int WholeSlot(int b, size_t k) const;  // host: the slot segment k lies wholly inside (in place), or -1
+  void LaunchOnHost(int b, size_t k, unsigned char* at, size_t n);
   void LaunchOnDevice(int b, std::shared_ptr<CopyList> part, unsigned char* at, size_t n);
   void ZeroSlot(int g);                 // a gradient that took no part contributes zeros
   void RestoreUnusedEverywhere();       // after the used-bitmap: view mode's unused slots get their values back

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <new>
 
 #include "core/status.h"
+#include "kernels/copy_plan.h"
 #include "kernels/kernels.h"
 #include "shard/reducer.h"
 #include "shard/reducer_state.h"
@@ -86,14 +88,20 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
     // and each launch costs a kernel and a collective.
     bs->seg_elems = dev_ ? std::max<size_t>(bk.length, 1)
                          : std::max<size_t>(options_.segment_bytes / ElementSize(bk.dtype), 1);
-    bs->seg_grads.assign((bk.length + bs->seg_elems - 1) / bs->seg_elems, 0);
+    const size_t segments = (bk.length + bs->seg_elems - 1) / bs->seg_elems;
+    bs->seg_grads.assign(segments, 0);
+    bs->seg_slot.assign(segments, bk.grads.size());
+    bs->seg_slot_end.assign(segments, 0);
     for (size_t s = 0; s < bk.grads.size(); ++s) {
       const size_t count = grads_[bk.grads[s]].count;
       if (count == 0) continue;  // holds no element, so no segment waits for it
       for (size_t k = bk.offsets[s] / bs->seg_elems; k <= (bk.offsets[s] + count - 1) / bs->seg_elems; ++k) {
         ++bs->seg_grads[k];
+        bs->seg_slot[k] = std::min(bs->seg_slot[k], s);
+        bs->seg_slot_end[k] = s + 1;
       }
     }
+    if (!dev_) bs->copies.resize(segments);
     buckets.push_back(std::move(bs));
   }
   // The old slots hold the last averages (a view's value, or the only copy
@@ -174,42 +182,131 @@ Reducer::BucketMath Reducer::Math(const Bucket& bk) const {
 // a segment starts as soon as its own gradients are in.
 void Reducer::Launch(int b, size_t k) {
   const BucketState& bs = *buckets_[b];
-  const Bucket& bk = bs.layout;
-  const size_t s0 = k * bs.seg_elems, s1 = std::min(bk.length, s0 + bs.seg_elems);
-  auto part = std::make_shared<CopyList>();  // the pieces of gradients inside [s0, s1)
-  for (size_t s = 0; s < bk.grads.size(); ++s) {
-    const int g = bk.grads[s];
-    const size_t lo = std::max(bk.offsets[s], s0), hi = std::min(bk.offsets[s] + grads_[g].count, s1);
-    if (lo >= hi || ptr_[g] == nullptr || ptr_[g] == SlotPtr(g)) continue;  // elsewhere, unused, or a view
-    void* p = static_cast<unsigned char*>(ptr_[g]) + (lo - bk.offsets[s]) * ElementSize(grads_[g].dtype);
-    part->tensors.push_back({p, hi - lo, grads_[g].dtype});
-    part->offsets.push_back(lo - s0);
-  }
-  unsigned char* at = bs.buf->data + s0 * ElementSize(bk.dtype);
+  const size_t s0 = k * bs.seg_elems, s1 = std::min(bs.layout.length, s0 + bs.seg_elems);
+  unsigned char* at = bs.buf->data + s0 * ElementSize(bs.layout.dtype);
   if (dev_) {
+    auto part = std::make_shared<CopyList>();
+    Pieces(b, k, *part);
     LaunchOnDevice(b, std::move(part), at, s1 - s0);
   } else {
-    LaunchOnHost(b, k, std::move(part), at, s1 - s0);
+    LaunchOnHost(b, k, at, s1 - s0);
   }
 }
 
-void Reducer::LaunchOnHost(int b, size_t k, std::shared_ptr<CopyList> part, unsigned char* at, size_t n) {
+void Reducer::Pieces(int b, size_t k, CopyList& part) const {
   const BucketState& bs = *buckets_[b];
-  const BucketMath m = Math(bs.layout);
-  const DataType dt = bs.layout.dtype;
-  auto started = std::make_shared<Clock::time_point>();
-  stream_->Enqueue([part, at, dt, m, started] {
-    *started = Clock::now();
-    if (part->tensors.empty()) return absl::OkStatus();
-    return kernels::Flatten(part->tensors, at, dt, part->offsets.data(), m.scale_in, nullptr);
-  });
-  Note(comm_->AllReduce(at, at, n, dt, m.op, &*stream_));
-  const bool last = k + 1 == bs.segments();
-  stream_->Enqueue([part, at, dt, m, started, last, stats = stats_] {
-    absl::Status st;
-    if (!part->tensors.empty()) {
-      st = kernels::Unflatten(at, dt, part->offsets.data(), part->tensors, m.scale_out, false, nullptr);
+  const Bucket& bk = bs.layout;
+  const size_t s0 = k * bs.seg_elems, s1 = std::min(bk.length, s0 + bs.seg_elems);
+  for (size_t s = bs.seg_slot[k]; s < bs.seg_slot_end[k]; ++s) {
+    const int g = bk.grads[s];
+    const size_t lo = std::max(bk.offsets[s], s0), hi = std::min(bk.offsets[s] + grads_[g].count, s1);
+    if (lo >= hi || ptr_[g] == nullptr || ptr_[g] == SlotPtr(g)) continue;  // empty, unused, or a view
+    void* p = static_cast<unsigned char*>(ptr_[g]) + (lo - bk.offsets[s]) * ElementSize(grads_[g].dtype);
+    part.tensors.push_back({p, hi - lo, grads_[g].dtype});
+    part.offsets.push_back(lo - s0);
+  }
+}
+
+// O(slots in the segment) when the pointers are those of the last launch:
+// one comparison each. Otherwise the plans are made afresh (the one-shot
+// kernels' checks, once); a refused plan is noted and the segment copies
+// nothing, but its all-reduce still runs so the other ranks are not left
+// waiting.
+const SegmentCopies& Reducer::Copies(int b, size_t k) {
+  BucketState& bs = *buckets_[b];
+  SegmentCopies& c = bs.copies[k];
+  const size_t first = bs.seg_slot[k], end = std::max(first, bs.seg_slot_end[k]);
+  // An empty gradient's pointer is anything (PyTorch gives an empty tensor
+  // no storage) and copies nothing: it is left out of the comparison.
+  auto key = [&](size_t s) {
+    const int g = bs.layout.grads[s];
+    return grads_[g].count == 0 ? nullptr : ptr_[g];
+  };
+  bool same = c.built && c.ptrs.size() == end - first;
+  for (size_t s = first; same && s < end; ++s) same = c.ptrs[s - first] == key(s);
+  if (same) return c;
+  c.ptrs.clear();
+  for (size_t s = first; s < end; ++s) c.ptrs.push_back(key(s));
+  c.built = true;
+  c.in = c.out = kernels::CopyPlan();
+  CopyList part;
+  Pieces(b, k, part);
+  if (part.tensors.empty()) return c;  // views and unused gradients only: nothing to copy
+  const Bucket& bk = bs.layout;
+  unsigned char* at = bs.buf->data + k * bs.seg_elems * ElementSize(bk.dtype);
+  absl::StatusOr<kernels::CopyPlan> in = kernels::CopyPlan::Flatten(part.tensors, at, bk.dtype, part.offsets.data());
+  absl::StatusOr<kernels::CopyPlan> out = absl::UnknownError("not made");
+  if (in.ok()) out = kernels::CopyPlan::Unflatten(at, bk.dtype, part.offsets.data(), part.tensors, false);
+  if (!in.ok() || !out.ok()) {
+    Note(in.ok() ? out.status() : in.status());
+    c.built = false;
+    return c;
+  }
+  c.in = *std::move(in);
+  c.out = *std::move(out);
+  std::lock_guard<std::mutex> lock(stats_->mu);
+  ++stats_->value.copy_plans_built;
+  return c;
+}
+
+// A host segment that lies wholly inside one gradient of the bucket's type
+// is averaged where the gradient lies: copying it into the bucket and back
+// would only add two passes over it. About half of ResNet-50's bytes and
+// most of BERT's lie in such segments (gradients larger than a segment).
+// Whether a segment qualifies depends on the layout alone, so every rank
+// reduces it with the same op (average, no 1/N in a copy-in); a rank whose
+// gradient is not there to reduce in place (unused here, a view, or
+// misaligned) copies it through the slot unscaled instead. Float16 keeps the
+// 1/N copy-in: it is what keeps a sum of large gradients from overflowing.
+int Reducer::WholeSlot(int b, size_t k) const {
+  const BucketState& bs = *buckets_[b];
+  const Bucket& bk = bs.layout;
+  if (bs.seg_slot_end[k] != bs.seg_slot[k] + 1) return -1;
+  const size_t s = bs.seg_slot[k];
+  const GradSpec& spec = grads_[bk.grads[s]];
+  const size_t s0 = k * bs.seg_elems, s1 = std::min(bk.length, s0 + bs.seg_elems);
+  if (spec.dtype != bk.dtype || bk.dtype == DataType::kFloat16) return -1;
+  // No alignment gap or padding in it: those exist only in the bucket.
+  if (bk.offsets[s] > s0 || bk.offsets[s] + spec.count < s1) return -1;
+  return static_cast<int>(s);
+}
+
+void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
+  const BucketState& bs = *buckets_[b];
+  const Bucket& bk = bs.layout;
+  BucketMath m = Math(bk);
+  const DataType dt = bk.dtype;
+  void* data = nullptr;
+  const int whole = WholeSlot(b, k);
+  if (whole >= 0) {
+    m = BucketMath{1.0f, 1.0f, RedOp::kAvg};
+    const int g = bk.grads[whole];
+    auto* p = static_cast<unsigned char*>(ptr_[g]);
+    if (p != nullptr && p != SlotPtr(g) && reinterpret_cast<uintptr_t>(p) % ElementSize(dt) == 0) {
+      data = p + (k * bs.seg_elems - bk.offsets[whole]) * ElementSize(dt);
     }
+  }
+  kernels::CopyPlan in, out;  // empty: nothing to copy
+  if (data != nullptr) {
+    std::lock_guard<std::mutex> lock(stats_->mu);
+    ++stats_->value.segments_in_place;
+  } else {
+    const SegmentCopies& c = Copies(b, k);
+    in = c.in;
+    out = c.out;
+    data = at;
+  }
+  auto started = std::make_shared<Clock::time_point>();
+  // The tasks hold copies of the plans (shared state): a later rebuild of
+  // this segment's plans leaves the ones already enqueued intact.
+  stream_->Enqueue([in = std::move(in), m, started] {
+    *started = Clock::now();
+    return in.Run(m.scale_in, nullptr);
+  });
+  Note(comm_->AllReduce(data, data, n, dt, m.op, &*stream_));
+  const bool last = k + 1 == bs.segments();
+  stream_->Enqueue([out = std::move(out), m, started, last, stats = stats_] {
+    const absl::Status st = out.Run(m.scale_out, nullptr);
     const double s = std::chrono::duration<double>(Clock::now() - *started).count();
     std::lock_guard<std::mutex> lock(stats->mu);
     stats->value.comm_seconds += s;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/copy_plan.h"
 #include "kernels/kernels.h"
 #include "shard/reducer.h"
 
@@ -32,12 +33,31 @@ struct Reducer::Buffer {
   Buffer() = default;
 };
 
+// A host segment's copy-in and copy-out, checked and cut into tasks once
+// (kernels/copy_plan.h) and reused while the same gradient pointers come in.
+// Frameworks may hand a gradient in fresh memory any step (PyTorch's
+// zero_grad(set_to_none=True)), so before each launch the pointers marked this
+// backward are compared with `ptrs`, one per slot overlapping the segment:
+// any difference (a new address, a view, an unused gradient) rebuilds both.
+// Dtypes, the bucket buffer and its scales are fixed for the life of the
+// bucket (a rebuild makes new buckets), so the pointers are the whole key.
+struct SegmentCopies {
+  std::vector<void*> ptrs;  // what ptr_ held for those slots when built
+  bool built = false;
+  kernels::CopyPlan in;     // the gradients' pieces into the segment
+  kernels::CopyPlan out;    // and back out
+};
+
 struct Reducer::BucketState {
   Bucket layout;
   std::unique_ptr<Buffer> buf;
   size_t seg_elems = 1;           // segment length in elements
   std::vector<int> seg_grads;     // per segment: gradients overlapping it
   std::vector<int> seg_pending;   // per segment: of those, not in yet this backward
+  // Per segment: the slots overlapping it, [seg_slot[k], seg_slot_end[k])
+  // (slots are in ascending offset order, so they are contiguous).
+  std::vector<size_t> seg_slot, seg_slot_end;
+  std::vector<SegmentCopies> copies;  // per segment; host memory only
   size_t segments() const { return seg_grads.size(); }
 };
 

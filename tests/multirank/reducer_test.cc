@@ -7,7 +7,10 @@
 #include "shard/reducer.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -141,7 +144,141 @@ TEST_P(ReducerWorld, GradientAsBucketView) {
   });
 }
 
+// The copy plans a segment keeps (shard/reducer_state.h, SegmentCopies), and
+// the segments averaged inside a gradient, belong to the gradient buffers
+// they were made for; frameworks may hand new buffers any step
+// (zero_grad(set_to_none=True)). Per step, gradient g lives
+// in buffer A or B: steps 0-1 A (the plans are reused), step 2 B, steps 3-5
+// A for odd g and B for even g, with gradient 3 unused on every rank in step
+// 4 (its slot is zero-filled and its buffer left alone). Before each step the
+// buffers not in use are poisoned: a stale plan would read the poison into
+// the sum or write the average into the wrong buffer.
+TEST_P(ReducerWorld, CopyPlansFollowGradientBuffersThatMove) {
+  const int world = GetParam();
+  for (std::optional<DataType> comm_dtype : {std::optional<DataType>(), std::optional<DataType>(DataType::kBfloat16)}) {
+    RunRanks(world, [&](int rank, Communicator& comm) {
+      ReducerOptions o = SmallBuckets();
+      o.rebuild_buckets = false;  // one layout throughout: only the buffers move
+      o.comm_dtype = comm_dtype;
+      auto red = Reducer::Create(&comm, Specs(kCounts), o);
+      ASSERT_TRUE(red.ok()) << red.status();
+      Reducer& r = **red;
+      const int n = static_cast<int>(kCounts.size());
+      std::vector<std::vector<float>> a, b;
+      for (size_t c : kCounts) a.emplace_back(c), b.emplace_back(c);
+      auto in_a = [](int step, int g) { return step < 2 || (step > 2 && g % 2 == 1); };
+      auto poison = [](size_t j) { return 4096.0f + static_cast<float>(j); };
+      int64_t plans = 0;
+      for (int step = 0; step < 6; ++step) {
+        const bool skip3 = step == 4;
+        std::vector<int> order;
+        for (int g = 0; g < n; ++g) {
+          std::vector<float>& mine = in_a(step, g) ? a[g] : b[g];
+          std::vector<float>& other = in_a(step, g) ? b[g] : a[g];
+          for (size_t j = 0; j < kCounts[g]; ++j) mine[j] = Value(step, rank, g, j), other[j] = poison(j);
+          if (!(skip3 && g == 3)) order.push_back(g);
+        }
+        if (skip3) {
+          ASSERT_TRUE(r.MarkUnused(3).ok());
+        }
+        std::shuffle(order.begin(), order.end(), std::mt19937(step * 10 + rank));
+        for (int g : order) ASSERT_TRUE(r.MarkReady(g, (in_a(step, g) ? a[g] : b[g]).data(), nullptr).ok());
+        ASSERT_TRUE(r.Finalize(nullptr).ok());
+        for (int g = 0; g < n; ++g) {
+          const std::vector<float>& mine = in_a(step, g) ? a[g] : b[g];
+          const std::vector<float>& other = in_a(step, g) ? b[g] : a[g];
+          for (size_t j = 0; j < kCounts[g]; ++j) {
+            ASSERT_EQ(other[j], poison(j)) << "step " << step << " grad " << g << ": a stale buffer was touched";
+            const float want = skip3 && g == 3 ? Value(step, rank, g, j) : Mean(step, world, g, j);
+            ASSERT_EQ(mine[j], want) << "rank " << rank << " step " << step << " grad " << g << " element " << j;
+          }
+        }
+        // Plans are made in step 0, reused in step 1 (same buffers), remade in step 2.
+        const int64_t built = r.stats().copy_plans_built;
+        if (step == 0) {
+          EXPECT_GT(built, 0);
+        } else if (step == 1) {
+          EXPECT_EQ(built, plans) << "the same buffers in step 1 should reuse step 0's plans";
+        } else if (step == 2) {
+          EXPECT_GT(built, plans);
+        }
+        plans = built;
+      }
+      // Segments inside gradients 3, 5 and 10 are averaged there (in place)
+      // unless the bucket is bfloat16 (compression needs the copies).
+      if (comm_dtype) {
+        EXPECT_EQ(r.stats().segments_in_place, 0);
+      } else {
+        EXPECT_GT(r.stats().segments_in_place, 0);
+      }
+    });
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, ReducerWorld, ::testing::Values(1, 2, 4));
+
+// Segments inside one gradient are averaged there (in place) with the
+// bucket's op for every dtype family, not only float32: float64, int32 and
+// bfloat16 gradients, each family in buckets of its own, with segments
+// (200 bytes) both inside gradients and straddling them. Inputs are chosen
+// so every average is exact in its type (int32: multiples of the world size).
+TEST(Reducer, InPlaceSegmentsForEveryDtype) {
+  constexpr int kWorld = 4;
+  RunRanks(kWorld, [&](int rank, Communicator& comm) {
+    const std::vector<DataType> types = {DataType::kFloat64, DataType::kInt32, DataType::kBfloat16,
+                                         DataType::kFloat32, DataType::kInt32, DataType::kBfloat16};
+    const std::vector<size_t> counts = {300, 400, 500, 7, 3, 90};
+    std::vector<GradSpec> specs;
+    for (size_t g = 0; g < types.size(); ++g) specs.push_back({counts[g], types[g], MemKind::kHost, std::string()});
+    auto red = Reducer::Create(&comm, specs, SmallBuckets());
+    ASSERT_TRUE(red.ok()) << red.status();
+    // Element j of gradient g as a double, before the type's encoding.
+    auto value = [](int step, int r, int g, size_t j, DataType t) {
+      const double v = Value(step, r, g, j);
+      return t == DataType::kInt32 ? v * kWorld : v;
+    };
+    std::vector<std::vector<unsigned char>> bufs;
+    for (size_t g = 0; g < types.size(); ++g) bufs.emplace_back(counts[g] * ElementSize(types[g]));
+    auto put = [&](size_t g, size_t j, double v) {
+      unsigned char* p = bufs[g].data() + j * ElementSize(types[g]);
+      if (types[g] == DataType::kFloat64) std::memcpy(p, &v, 8);
+      if (types[g] == DataType::kFloat32) { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); }
+      if (types[g] == DataType::kInt32) { const int32_t i = static_cast<int32_t>(v); std::memcpy(p, &i, 4); }
+      if (types[g] == DataType::kBfloat16) { const uint16_t h = FloatToBf16(static_cast<float>(v)); std::memcpy(p, &h, 2); }
+    };
+    auto get = [&](size_t g, size_t j) -> double {
+      const unsigned char* p = bufs[g].data() + j * ElementSize(types[g]);
+      double d = 0;
+      float f = 0;
+      int32_t i = 0;
+      uint16_t h = 0;
+      switch (types[g]) {
+        case DataType::kFloat64: std::memcpy(&d, p, 8); return d;
+        case DataType::kFloat32: std::memcpy(&f, p, 4); return f;
+        case DataType::kInt32: std::memcpy(&i, p, 4); return i;
+        default: std::memcpy(&h, p, 2); return Bf16ToFloat(h);
+      }
+    };
+    for (int step = 0; step < 3; ++step) {
+      std::vector<int> order;
+      for (size_t g = 0; g < types.size(); ++g) {
+        for (size_t j = 0; j < counts[g]; ++j) put(g, j, value(step, rank, g, j, types[g]));
+        order.push_back(static_cast<int>(g));
+      }
+      std::shuffle(order.begin(), order.end(), std::mt19937(step * 10 + rank));
+      for (int g : order) ASSERT_TRUE((*red)->MarkReady(g, bufs[g].data(), nullptr).ok());
+      ASSERT_TRUE((*red)->Finalize(nullptr).ok());
+      for (size_t g = 0; g < types.size(); ++g) {
+        for (size_t j = 0; j < counts[g]; ++j) {
+          double sum = 0;
+          for (int r = 0; r < kWorld; ++r) sum += value(step, r, g, j, types[g]);
+          ASSERT_EQ(get(g, j), sum / kWorld) << Name(types[g]) << " grad " << g << " element " << j << " step " << step;
+        }
+      }
+    }
+    EXPECT_GT((*red)->stats().segments_in_place, 0);
+  });
+}
 
 TEST(Reducer, NoSyncAccumulatesThenReducesTheSum) {
   RunRanks(4, [&](int rank, Communicator& comm) {
