@@ -404,7 +404,8 @@ weftResult_t weftReducerCreate(weftComm_t comm, const weftTensor_t* grads, int n
 
 /* Gradient `index` is final for this backward and lives at `grad` (count
  * elements of its registered dtype), which must stay valid and unchanged
- * until Finalize returns. Any thread, any order; does not block on the
+ * until Finalize returns, and is not to be read before then (host memory:
+ * parts of it may be averaged in place, as a bucket view is). Any thread, any order; does not block on the
  * communication: a completed bucket is copied in and all-reduced on the
  * reducer's stream. Host memory: `stream` must be NULL. CUDA memory: the
  * cudaStream_t `grad` is produced on; the reducer reads `grad` only after
