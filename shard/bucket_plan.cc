@@ -1,5 +1,6 @@
 #include "shard/bucket_plan.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <utility>
@@ -120,6 +121,33 @@ absl::StatusOr<BucketPlan> PlanBuckets(absl::Span<const GradSpec> grads, const P
     if (f.open >= 0) close(f);
   }
   return plan;
+}
+
+std::vector<Segment> CutSegments(const Bucket& bucket, absl::Span<const size_t> slot_counts, size_t target,
+                                 const std::vector<bool>& whole) {
+  target = std::max<size_t>(target, 1);
+  std::vector<Segment> out;
+  bool open = false;
+  size_t begin = 0, last_end = 0;  // the open run, and where its last slot ends
+  for (size_t s = 0; s < bucket.offsets.size(); ++s) {
+    const size_t o = bucket.offsets[s], c = slot_counts[s], e = o + c;
+    if (c == 0) continue;
+    if (whole[s] && c >= target) {
+      if (open) out.push_back({begin, last_end});
+      out.push_back({o, e});
+      open = false;
+      continue;
+    }
+    if (!open) begin = o, open = true;
+    while (e - begin >= target) {
+      out.push_back({begin, begin + target});
+      begin += target;
+    }
+    open = begin < e;
+    last_end = e;
+  }
+  if (open) out.push_back({begin, last_end});
+  return out;
 }
 
 }  // namespace shard

@@ -79,6 +79,25 @@ struct BucketPlan {
 // power of two, naming the offending value (and gradient).
 absl::StatusOr<BucketPlan> PlanBuckets(absl::Span<const GradSpec> grads, const PlanOptions& options);
 
+// A bucket's segments, in elements: the pieces the host reducer copies in,
+// all-reduces (one collective call each) and copies out, in order. Pure
+// function of the layout, so every rank cuts the same calls.
+//   whole    a slot marked whole (the reducer: its gradient has the bucket's
+//            type, so it can be averaged where it lies, without copies) of
+//            at least `target` elements is one segment by itself: its
+//            gradient is ready all at once, so cutting it would add calls
+//            and no overlap;
+//   the rest runs of consecutive slots cut every `target` elements, cache-
+//            sized pieces whose copy-in, all-reduce and copy-out stay in cache
+//            and start as soon as their own gradients are in.
+// Elements outside every slot at the end (padding) and empty slots are in
+// no segment: there is nothing to reduce there.
+struct Segment {
+  size_t begin = 0, end = 0;  // [begin, end) in the bucket's elements
+};
+std::vector<Segment> CutSegments(const Bucket& bucket, absl::Span<const size_t> slot_counts, size_t target,
+                                 const std::vector<bool>& whole);
+
 // The bucket element type for gradients of type `t`.
 DataType BucketType(DataType t, const PlanOptions& options);
 

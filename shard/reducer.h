@@ -19,8 +19,11 @@
 //
 // Names used below:
 //   bucket    a range of gradients sharing one buffer (shard/bucket_plan.h);
-//   segment   a piece of a bucket of at most segment_bytes; buckets are
-//             copied and reduced segment by segment (cache-sized pieces);
+//   segment   one collective call's piece of a bucket (CutSegments in
+//             shard/bucket_plan.h): a gradient of the bucket's type and at
+//             least segment_bytes alone (it is ready all at once, so cutting
+//             it would only add calls), else consecutive gradients cut into
+//             pieces of segment_bytes, copied and reduced while in cache;
 //   pending   per segment, how many gradients overlapping it are not in yet;
 //   launch    copy-in + all-reduce + copy-out of a segment, enqueued on the
 //             comm stream as soon as its gradients are in. Segments launch
@@ -75,7 +78,8 @@ struct ReducerOptions {
   bool gradient_as_bucket_view = false;
   // Host memory: each bucket's copy-in, all-reduce and copy-out run in
   // pieces of this size, so each piece is copied and reduced while in
-  // cache. CUDA memory: a bucket is one piece (NCCL pipelines it itself).
+  // cache; a gradient this large that needs no copy is one piece of its own.
+  // CUDA memory: a bucket is one piece (NCCL pipelines it itself).
   size_t segment_bytes = size_t{2} << 20;
 };
 

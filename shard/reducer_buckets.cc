@@ -21,6 +21,15 @@ namespace shard {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// Whether a gradient of type `t` in bucket `bk` may be averaged where it
+// lies (WholeSlot): the bucket's own type, except float16, whose 1/N copy-in
+// is what keeps a sum of large gradients from overflowing.
+bool InPlaceType(const Bucket& bk, DataType t) { return t == bk.dtype && bk.dtype != DataType::kFloat16; }
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Reducer::Buffer>> Reducer::Buffer::Make(size_t n, DeviceSide* dev) {
   std::unique_ptr<Buffer> b(new Buffer());
   b->bytes = n;
@@ -86,19 +95,33 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
     ASSIGN_OR_RETURN(bs->buf, NewBuffer(bk.bytes()));
     // On CUDA a bucket is one segment: NCCL pipelines a large message itself,
     // and each launch costs a kernel and a collective.
-    bs->seg_elems = dev_ ? std::max<size_t>(bk.length, 1)
-                         : std::max<size_t>(options_.segment_bytes / ElementSize(bk.dtype), 1);
-    const size_t segments = (bk.length + bs->seg_elems - 1) / bs->seg_elems;
+    const size_t n = bk.grads.size();
+    std::vector<size_t> counts(n);
+    std::vector<bool> whole(n);
+    for (size_t s = 0; s < n; ++s) {
+      counts[s] = grads_[bk.grads[s]].count;
+      whole[s] = InPlaceType(bk, grads_[bk.grads[s]].dtype);
+    }
+    bs->segs = dev_ ? std::vector<Segment>{{0, bk.length}}
+                    : CutSegments(bk, counts, std::max<size_t>(options_.segment_bytes / ElementSize(bk.dtype), 1),
+                                  whole);
+    const size_t segments = bs->segs.size();
     bs->seg_grads.assign(segments, 0);
-    bs->seg_slot.assign(segments, bk.grads.size());
+    bs->seg_slot.assign(segments, n);
     bs->seg_slot_end.assign(segments, 0);
-    for (size_t s = 0; s < bk.grads.size(); ++s) {
-      const size_t count = grads_[bk.grads[s]].count;
-      if (count == 0) continue;  // holds no element, so no segment waits for it
-      for (size_t k = bk.offsets[s] / bs->seg_elems; k <= (bk.offsets[s] + count - 1) / bs->seg_elems; ++k) {
-        ++bs->seg_grads[k];
-        bs->seg_slot[k] = std::min(bs->seg_slot[k], s);
-        bs->seg_slot_end[k] = s + 1;
+    bs->slot_seg.assign(n, 0);
+    bs->slot_seg_end.assign(n, 0);
+    size_t k = 0;  // segments and slots both ascend: one pass
+    for (size_t s = 0; s < n; ++s) {
+      if (counts[s] == 0) continue;  // holds no element, so no segment waits for it
+      const size_t o = bk.offsets[s], e = o + counts[s];
+      while (k < segments && bs->segs[k].end <= o) ++k;
+      bs->slot_seg[s] = k;
+      for (size_t j = k; j < segments && bs->segs[j].begin < e; ++j) {
+        ++bs->seg_grads[j];
+        bs->seg_slot[j] = std::min(bs->seg_slot[j], s);
+        bs->seg_slot_end[j] = s + 1;
+        bs->slot_seg_end[s] = j + 1;
       }
     }
     if (!dev_) bs->copies.resize(segments);
@@ -155,9 +178,9 @@ void Reducer::LaunchReady() {
 
 void Reducer::SlotIn(int g) {
   BucketState& bs = *buckets_[plan_.bucket_of[g]];
-  const size_t off = bs.layout.offsets[plan_.slot_of[g]], count = grads_[g].count;
-  if (count > 0) {
-    for (size_t k = off / bs.seg_elems; k <= (off + count - 1) / bs.seg_elems; ++k) --bs.seg_pending[k];
+  if (grads_[g].count > 0) {
+    const size_t s = plan_.slot_of[g];
+    for (size_t k = bs.slot_seg[s]; k < bs.slot_seg_end[s]; ++k) --bs.seg_pending[k];
   }
   LaunchReady();
 }
@@ -182,7 +205,7 @@ Reducer::BucketMath Reducer::Math(const Bucket& bk) const {
 // a segment starts as soon as its own gradients are in.
 void Reducer::Launch(int b, size_t k) {
   const BucketState& bs = *buckets_[b];
-  const size_t s0 = k * bs.seg_elems, s1 = std::min(bs.layout.length, s0 + bs.seg_elems);
+  const size_t s0 = bs.segs[k].begin, s1 = bs.segs[k].end;
   unsigned char* at = bs.buf->data + s0 * ElementSize(bs.layout.dtype);
   if (dev_) {
     auto part = std::make_shared<CopyList>();
@@ -196,7 +219,7 @@ void Reducer::Launch(int b, size_t k) {
 void Reducer::Pieces(int b, size_t k, CopyList& part) const {
   const BucketState& bs = *buckets_[b];
   const Bucket& bk = bs.layout;
-  const size_t s0 = k * bs.seg_elems, s1 = std::min(bk.length, s0 + bs.seg_elems);
+  const size_t s0 = bs.segs[k].begin, s1 = bs.segs[k].end;
   for (size_t s = bs.seg_slot[k]; s < bs.seg_slot_end[k]; ++s) {
     const int g = bk.grads[s];
     const size_t lo = std::max(bk.offsets[s], s0), hi = std::min(bk.offsets[s] + grads_[g].count, s1);
@@ -233,7 +256,7 @@ const SegmentCopies& Reducer::Copies(int b, size_t k) {
   Pieces(b, k, part);
   if (part.tensors.empty()) return c;  // views and unused gradients only: nothing to copy
   const Bucket& bk = bs.layout;
-  unsigned char* at = bs.buf->data + k * bs.seg_elems * ElementSize(bk.dtype);
+  unsigned char* at = bs.buf->data + bs.segs[k].begin * ElementSize(bk.dtype);
   absl::StatusOr<kernels::CopyPlan> in = kernels::CopyPlan::Flatten(part.tensors, at, bk.dtype, part.offsets.data());
   absl::StatusOr<kernels::CopyPlan> out = absl::UnknownError("not made");
   if (in.ok()) out = kernels::CopyPlan::Unflatten(at, bk.dtype, part.offsets.data(), part.tensors, false);
@@ -251,8 +274,8 @@ const SegmentCopies& Reducer::Copies(int b, size_t k) {
 
 // A host segment that lies wholly inside one gradient of the bucket's type
 // is averaged where the gradient lies: copying it into the bucket and back
-// would only add two passes over it. About half of ResNet-50's bytes and
-// most of BERT's lie in such segments (gradients larger than a segment).
+// would only add two passes over it. Every gradient of at least a segment's
+// size is such a segment (CutSegments): most of the bytes of real models.
 // Whether a segment qualifies depends on the layout alone, so every rank
 // reduces it with the same op (average, no 1/N in a copy-in); a rank whose
 // gradient is not there to reduce in place (unused here, a view, or
@@ -264,8 +287,8 @@ int Reducer::WholeSlot(int b, size_t k) const {
   if (bs.seg_slot_end[k] != bs.seg_slot[k] + 1) return -1;
   const size_t s = bs.seg_slot[k];
   const GradSpec& spec = grads_[bk.grads[s]];
-  const size_t s0 = k * bs.seg_elems, s1 = std::min(bk.length, s0 + bs.seg_elems);
-  if (spec.dtype != bk.dtype || bk.dtype == DataType::kFloat16) return -1;
+  const size_t s0 = bs.segs[k].begin, s1 = bs.segs[k].end;
+  if (!InPlaceType(bk, spec.dtype)) return -1;
   // No alignment gap or padding in it: those exist only in the bucket.
   if (bk.offsets[s] > s0 || bk.offsets[s] + spec.count < s1) return -1;
   return static_cast<int>(s);
@@ -283,7 +306,7 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
     const int g = bk.grads[whole];
     auto* p = static_cast<unsigned char*>(ptr_[g]);
     if (p != nullptr && p != SlotPtr(g) && reinterpret_cast<uintptr_t>(p) % ElementSize(dt) == 0) {
-      data = p + (k * bs.seg_elems - bk.offsets[whole]) * ElementSize(dt);
+      data = p + (bs.segs[k].begin - bk.offsets[whole]) * ElementSize(dt);
     }
   }
   kernels::CopyPlan in, out;  // empty: nothing to copy

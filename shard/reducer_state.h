@@ -51,12 +51,14 @@ struct SegmentCopies {
 struct Reducer::BucketState {
   Bucket layout;
   std::unique_ptr<Buffer> buf;
-  size_t seg_elems = 1;           // segment length in elements
+  std::vector<Segment> segs;      // shard/bucket_plan.h CutSegments (CUDA: the whole bucket)
   std::vector<int> seg_grads;     // per segment: gradients overlapping it
   std::vector<int> seg_pending;   // per segment: of those, not in yet this backward
   // Per segment: the slots overlapping it, [seg_slot[k], seg_slot_end[k])
   // (slots are in ascending offset order, so they are contiguous).
   std::vector<size_t> seg_slot, seg_slot_end;
+  // Per slot: the segments it overlaps, [slot_seg[s], slot_seg_end[s]).
+  std::vector<size_t> slot_seg, slot_seg_end;
   std::vector<SegmentCopies> copies;  // per segment; host memory only
   size_t segments() const { return seg_grads.size(); }
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -214,6 +215,53 @@ TEST(BucketPlan, RandomListsKeepInvariants) {
       }
     }
     for (int i = 0; i < n; ++i) EXPECT_EQ(seen[i], 1) << "gradient " << i;
+  }
+}
+
+std::vector<std::pair<size_t, size_t>> Ranges(const std::vector<Segment>& segs) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const Segment& s : segs) out.emplace_back(s.begin, s.end);
+  return out;
+}
+
+// Golden: slots at 0 (3), 4 (30, whole), 36 (5), 44 (2, whole but under the
+// target), 48 (25, not whole), 76 (0), 76 (12, whole), padded to 100; target 10.
+TEST(CutSegments, WholeLargeSlotsAloneTheRestCutEveryTarget) {
+  Bucket bk;
+  bk.offsets = {0, 4, 36, 44, 48, 76, 76};
+  bk.grads = {0, 1, 2, 3, 4, 5, 6};
+  bk.length = 100;
+  const std::vector<size_t> counts = {3, 30, 5, 2, 25, 0, 12};
+  const std::vector<bool> whole = {true, true, false, true, false, true, true};
+  using P = std::pair<size_t, size_t>;
+  EXPECT_THAT(Ranges(CutSegments(bk, counts, 10, whole)),
+              ElementsAre(P{0, 3},     // the run before a whole slot ends there
+                          P{4, 34},    // whole and >= target: alone, however large
+                          P{36, 46},   // a run over a gap, with the small whole slot in it
+                          P{48, 58}, P{58, 68}, P{68, 73},  // a large slot that is not whole: cut
+                          P{76, 88})); // whole; the padding after it is in no segment
+  // Nothing whole: every target elements from the first slot, as cache-sized pieces.
+  EXPECT_THAT(Ranges(CutSegments(bk, counts, 40, std::vector<bool>(7, false))),
+              ElementsAre(P{0, 40}, P{40, 80}, P{80, 88}));
+  // Each slot's elements lie in segments, and segments ascend without overlapping.
+  for (size_t target : {1, 3, 7, 10, 29, 30, 31, 1000}) {
+    const std::vector<Segment> segs = CutSegments(bk, counts, target, whole);
+    for (size_t k = 0; k < segs.size(); ++k) {
+      EXPECT_LT(segs[k].begin, segs[k].end);
+      if (k > 0) {
+        EXPECT_LE(segs[k - 1].end, segs[k].begin);
+      }
+      if (target < 30 && segs[k].begin == 4) {
+        EXPECT_EQ(segs[k].end, 34u) << "target " << target;
+      }
+    }
+    for (size_t s = 0; s < counts.size(); ++s) {
+      for (size_t e = bk.offsets[s]; e < bk.offsets[s] + counts[s]; ++e) {
+        const bool covered = std::any_of(segs.begin(), segs.end(),
+                                          [e](const Segment& g) { return g.begin <= e && e < g.end; });
+        EXPECT_TRUE(covered) << "element " << e << " of slot " << s << ", target " << target;
+      }
+    }
   }
 }
 
