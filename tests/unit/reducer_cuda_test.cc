@@ -16,55 +16,19 @@
 #include "core/status.h"
 #include "shard/reducer.h"
 #include "shard/reducer_device.h"
+#include "tests/unit/unreachable_cuda_comm.h"
 #include "weft/weft.h"
 
 namespace weft {
 namespace {
-
-// A one-rank communicator on CUDA memory whose collectives fail the test if
-// reached: the reducer must refuse before communicating.
-class UnreachableCudaComm final : public Communicator {
- public:
-  UnreachableCudaComm() : Communicator(0, 1, Options()) {}
-  Backend backend() const override { return Backend::kNccl; }
-
- protected:
-  absl::Status DoAllReduce(const void*, void*, size_t, DataType, RedOp, void*) override { return Reached("all_reduce"); }
-  absl::Status DoReduceScatter(const void*, void*, size_t, DataType, RedOp, void*) override {
-    return Reached("reduce_scatter");
-  }
-  absl::Status DoAllGather(const void*, void*, size_t, DataType, void*) override { return Reached("all_gather"); }
-  absl::Status DoBroadcast(const void*, void*, size_t, DataType, int, void*) override { return Reached("broadcast"); }
-  absl::Status DoBarrier() override { return Reached("barrier"); }
-  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int, int) override { return Reached("split"); }
-
- private:
-  static CommOptions Options() {
-    CommOptions o;
-    o.memory = MemKind::kCuda;
-    o.timeout_ms = 1000;
-    return o;
-  }
-  static absl::Status Reached(const char* what) {
-    ADD_FAILURE() << what << " was called: the reducer should have refused before communicating";
-    return InternalError("%s reached", what);
-  }
-};
-
-// "" when the CUDA reducer cannot run here (the case under test), else why these tests skip.
-std::string DeviceUsable() {
-  const DeviceRuntime* rt = GetDeviceRuntime();
-  if (rt == nullptr || !rt->DeviceCount().ok()) return "";
-  return "a CUDA device is usable here: tests/gpu/reducer_gpu_test.cc covers the CUDA reducer";
-}
 
 std::vector<shard::GradSpec> Grads() {
   return {{100, DataType::kFloat32, MemKind::kCuda, "w"}, {7, DataType::kFloat32, MemKind::kCuda, "b"}};
 }
 
 TEST(ReducerOnCudaComm, CreateWithoutADeviceIsUnsupported) {
-  if (const std::string why = DeviceUsable(); !why.empty()) GTEST_SKIP() << why;
-  UnreachableCudaComm comm;
+  if (const std::string why = CudaDeviceUsable("tests/gpu/reducer_gpu_test.cc"); !why.empty()) GTEST_SKIP() << why;
+  UnreachableCudaComm comm(1, "the reducer");
   absl::StatusOr<std::unique_ptr<shard::Reducer>> r = shard::Reducer::Create(&comm, Grads(), shard::ReducerOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
@@ -77,8 +41,8 @@ TEST(ReducerOnCudaComm, CreateWithoutADeviceIsUnsupported) {
 }
 
 TEST(ReducerOnCudaComm, CreateThroughTheCAbiIsUnsupportedWithTheReason) {
-  if (const std::string why = DeviceUsable(); !why.empty()) GTEST_SKIP() << why;
-  weftComm_t comm = capi::NewHandle(std::make_unique<UnreachableCudaComm>());
+  if (const std::string why = CudaDeviceUsable("tests/gpu/reducer_gpu_test.cc"); !why.empty()) GTEST_SKIP() << why;
+  weftComm_t comm = capi::NewHandle(std::make_unique<UnreachableCudaComm>(1, "the reducer"));
   const weftTensor_t grads[2] = {{nullptr, 100, weftFloat32}, {nullptr, 7, weftFloat32}};
   weftReducerConfig_t cfg = WEFT_REDUCER_CONFIG_INITIALIZER;
   weftReducer_t red = reinterpret_cast<weftReducer_t>(&cfg);  // poisoned: must come back NULL
@@ -95,7 +59,7 @@ TEST(ReducerOnCudaComm, CreateThroughTheCAbiIsUnsupportedWithTheReason) {
 }
 
 TEST(ReducerOnCudaComm, DeviceSideWithoutADeviceIsUnsupported) {
-  if (const std::string why = DeviceUsable(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = CudaDeviceUsable("tests/gpu/reducer_gpu_test.cc"); !why.empty()) GTEST_SKIP() << why;
   absl::StatusOr<std::unique_ptr<shard::DeviceSide>> d = shard::DeviceSide::Create(0, 3);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kUnimplemented) << d.status();

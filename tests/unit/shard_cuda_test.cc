@@ -22,52 +22,17 @@
 #include "shard/memory_ops.h"
 #include "shard/schedule_streams.h"
 #include "shard/shard_group.h"
+#include "tests/unit/unreachable_cuda_comm.h"
 #include "weft/weft.h"
 
 namespace weft {
 namespace {
 
-// A communicator on CUDA memory whose collectives fail the test if reached.
-class UnreachableCudaComm final : public Communicator {
- public:
-  UnreachableCudaComm() : Communicator(0, 2, Options()) {}
-  Backend backend() const override { return Backend::kNccl; }
-
- protected:
-  absl::Status DoAllReduce(const void*, void*, size_t, DataType, RedOp, void*) override { return Reached("all_reduce"); }
-  absl::Status DoReduceScatter(const void*, void*, size_t, DataType, RedOp, void*) override {
-    return Reached("reduce_scatter");
-  }
-  absl::Status DoAllGather(const void*, void*, size_t, DataType, void*) override { return Reached("all_gather"); }
-  absl::Status DoBroadcast(const void*, void*, size_t, DataType, int, void*) override { return Reached("broadcast"); }
-  absl::Status DoBarrier() override { return Reached("barrier"); }
-  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int, int) override { return Reached("split"); }
-
- private:
-  static CommOptions Options() {
-    CommOptions o;
-    o.memory = MemKind::kCuda;
-    o.timeout_ms = 1000;
-    return o;
-  }
-  static absl::Status Reached(const char* what) {
-    ADD_FAILURE() << what << " was called: the shard group should have refused before communicating";
-    return InternalError("%s reached", what);
-  }
-};
-
-// "" when CUDA groups cannot run here (the case under test), else why these tests skip.
-std::string DeviceUsable() {
-  const DeviceRuntime* rt = GetDeviceRuntime();
-  if (rt == nullptr || !rt->DeviceCount().ok()) return "";
-  return "a CUDA device is usable here: tests/gpu/shard_gpu_test.cc covers CUDA shard groups";
-}
-
 const std::vector<shard::ParamSpec> kParams = {{"w", {4, 3}}, {"b", {4}}};
 
 TEST(ShardOnCudaComm, CreateWithoutADeviceIsUnsupported) {
-  if (const std::string why = DeviceUsable(); !why.empty()) GTEST_SKIP() << why;
-  UnreachableCudaComm comm;
+  if (const std::string why = CudaDeviceUsable("tests/gpu/shard_gpu_test.cc"); !why.empty()) GTEST_SKIP() << why;
+  UnreachableCudaComm comm(2, "the shard group");
   shard::BufferPool pool;
   auto g = shard::ShardGroup::Create(&comm, nullptr, kParams, {}, &pool);
   ASSERT_FALSE(g.ok());
@@ -77,8 +42,8 @@ TEST(ShardOnCudaComm, CreateWithoutADeviceIsUnsupported) {
 }
 
 TEST(ShardOnCudaComm, CreateThroughTheCAbiIsUnsupportedWithTheReason) {
-  if (const std::string why = DeviceUsable(); !why.empty()) GTEST_SKIP() << why;
-  weftComm_t comm = capi::NewHandle(std::make_unique<UnreachableCudaComm>());
+  if (const std::string why = CudaDeviceUsable("tests/gpu/shard_gpu_test.cc"); !why.empty()) GTEST_SKIP() << why;
+  weftComm_t comm = capi::NewHandle(std::make_unique<UnreachableCudaComm>(2, "the shard group"));
   weftParamDesc_t params[1] = {{"w", 2, {4, 3}}};
   weftShardGroup_t g = reinterpret_cast<weftShardGroup_t>(params);  // poisoned: must stay untouched
   EXPECT_EQ(weftShardGroupCreate(comm, nullptr, params, 1, nullptr, &g), weftUnsupported);
@@ -114,7 +79,7 @@ TEST(ShardScheduleCuda, RefusesAHostStreamAndUnknownMemory) {
 }
 
 TEST(ShardScheduleCuda, DeviceStreamsWithoutADeviceAreUnsupported) {
-  if (const std::string why = DeviceUsable(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = CudaDeviceUsable("tests/gpu/shard_gpu_test.cc"); !why.empty()) GTEST_SKIP() << why;
   auto s = shard::DeviceScheduleStreams(nullptr);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
 }
