@@ -319,18 +319,22 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
     out = c.out;
     data = at;
   }
-  auto started = std::make_shared<Clock::time_point>();
+  // The segment starts once the stream is done with earlier work and this
+  // is enqueued (HostStream::ReachedAt): timed that way, a segment with
+  // nothing to copy in (in place, or views) costs no task of its own.
+  HostStream* const hs = &*stream_;
+  const uint64_t before = hs->Mark();
+  const Clock::time_point enqueued = Clock::now();
   // The tasks hold copies of the plans (shared state): a later rebuild of
   // this segment's plans leaves the ones already enqueued intact.
-  stream_->Enqueue([in = std::move(in), m, started] {
-    *started = Clock::now();
-    return in.Run(m.scale_in, nullptr);
-  });
-  Note(comm_->AllReduce(data, data, n, dt, m.op, &*stream_));
+  if (in.elements() > 0) hs->Enqueue([in = std::move(in), m] { return in.Run(m.scale_in, nullptr); });
+  Note(comm_->AllReduce(data, data, n, dt, m.op, hs));
   const bool last = k + 1 == bs.segments();
-  stream_->Enqueue([out = std::move(out), m, started, last, stats = stats_] {
+  hs->Enqueue([out = std::move(out), m, hs, before, enqueued, last, stats = stats_] {
     const absl::Status st = out.Run(m.scale_out, nullptr);
-    const double s = std::chrono::duration<double>(Clock::now() - *started).count();
+    const absl::StatusOr<Clock::time_point> free = hs->ReachedAt(before);
+    const Clock::time_point started = free.ok() ? std::max(*free, enqueued) : enqueued;
+    const double s = std::chrono::duration<double>(Clock::now() - started).count();
     std::lock_guard<std::mutex> lock(stats->mu);
     stats->value.comm_seconds += s;
     if (last) ++stats->value.buckets_launched;
