@@ -173,6 +173,16 @@ absl::Status ShardSchedule::PostBackwardFlat(ShardGroup* g, void* grads, DataTyp
 absl::Status ShardSchedule::EndStep() {
   if (!in_step_) return InvalidUsage("EndStep outside a step (call BeginStep first)");
   absl::Status s = streams_->EndStep();
+  if (s.ok() && memory() == MemKind::kCuda) {
+    // The host does not wait for CUDA work here, so what the collectives
+    // reported so far (NCCL's async errors, sticky: the communicator is
+    // broken) is what the step can surface.
+    for (ShardGroup* g : order_) {
+      for (Communicator* c : {g->comm(), g->replicas()}) {
+        if (c != nullptr && s.ok()) s = c->async_error();
+      }
+    }
+  }
   for (auto& [g, h] : held_) h.pending = false;
   in_step_ = false;
   if (recording_ && !order_.empty()) {

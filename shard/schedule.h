@@ -99,7 +99,8 @@ class ShardSchedule {
   // Waits for every reduction (CUDA: the caller's stream waits); the order
   // is known from now on; ZeRO-3 releases any group still gathered
   // (prefetched but unused). Host: returns the first error of the step's
-  // async work.
+  // async work; CUDA: the first async error the groups' communicators
+  // reported so far (the step's own work may still be running).
   absl::Status EndStep();
   bool in_step() const { return in_step_; }
 

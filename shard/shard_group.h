@@ -85,6 +85,8 @@ class ShardGroup {
   ~ShardGroup();
 
   const ShardLayout& layout() const { return layout_; }
+  Communicator* comm() const { return comm_; }
+  Communicator* replicas() const { return replicas_; }
   const std::vector<ParamShard>& shards() const { return shards_; }
   const ShardGroupOptions& options() const { return options_; }
   MemKind memory_kind() const { return mem_->kind(); }

@@ -267,6 +267,32 @@ TEST_F(GpuStream, ScheduleOrdersGathersAndReductionsByEvents) {
   }
 }
 
+// The host does not wait for a CUDA step's work at EndStep, so an error a
+// communicator reported asynchronously (NCCL's watchdog) is what it returns.
+TEST_F(GpuStream, EndStepSurfacesTheCommunicatorsAsyncError) {
+  MirrorComm dcomm(MemKind::kCuda, kWorld, kRank);
+  BufferPool dpool;
+  auto d = ShardGroup::Create(&dcomm, nullptr, kParams, {}, &dpool);
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto streams = shard::DeviceScheduleStreams(stream_);
+  ASSERT_TRUE(streams.ok()) << streams.status();
+  shard::ShardSchedule sched(std::move(*streams), shard::ScheduleOptions{true, true, {}});
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_TRUE(sched.BeginStep().ok());
+    ASSERT_TRUE(sched.PreForward(d->get()).ok());
+    ASSERT_TRUE(sched.PostForward(d->get()).ok());
+    if (step == 1) dcomm.RecordAsyncError(absl::UnavailableError("peer 3 went away"));
+    const absl::Status s = sched.EndStep();
+    if (step == 0) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+      EXPECT_NE(s.message().find("peer 3 went away"), std::string::npos) << s;
+    }
+  }
+  WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
+}
+
 // What a CUDA group refuses: host streams, host gradients, and a host schedule.
 TEST_F(GpuStream, RefusesHostStreamsAndHostMemory) {
   MirrorComm dcomm(MemKind::kCuda, kWorld, kRank);
