@@ -639,7 +639,8 @@ weftResult_t weftShardGroupScatterFullInto(weftShardGroup_t group, int root, con
  * not wait); the schedule's stream waits for the caller's before it gathers
  * shards the optimizer updated (BeginStep), reduces gradients (PostBackward)
  * or reuses memory the caller read; EndStep makes the caller's stream wait
- * for the step's reductions. A reduced gradient buffer goes back to the
+ * for the step's reductions and returns the first async error the groups'
+ * communicators have reported (weftCommGetAsyncError's). A reduced gradient buffer goes back to the
  * device's allocator on the schedule's stream, where the next prefetched
  * gather reuses it.
  *
