@@ -15,27 +15,11 @@
 #include <vector>
 
 #include "comm/registry.h"
+#include "tests/gpu/gpu_mpi_util.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace weft {
 namespace {
-
-// "" when each local rank can have a GPU of its own.
-std::string Unusable() {
-  const std::string reason = gputest::NoDeviceReason();
-  if (!reason.empty()) return reason;
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0, devices = 0;
-  MPI_Comm_size(node, &local);
-  MPI_Comm_free(&node);
-  (void)cudaGetDeviceCount(&devices);
-  if (devices < local) {
-    return std::to_string(local) + " ranks on this node but " + std::to_string(devices) +
-           " GPU(s): NCCL needs one GPU per rank";
-  }
-  return "";
-}
 
 // Element i of rank r's input: a small integer, exact in every type.
 double Value(size_t i, int r) { return static_cast<double>(static_cast<int>((i * 7 + r * 13) % 17) - 8); }
@@ -54,7 +38,7 @@ void Store(DataType t, void* p, size_t i, double v) {
 class NcclMpi : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string reason = Unusable();
+    const std::string reason = gputest::NoGpuPerRankReason();
     if (!reason.empty()) GTEST_SKIP() << reason;
     CommOptions o;
     o.memory = MemKind::kCuda;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "comm/registry.h"
+#include "tests/gpu/gpu_mpi_util.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/shard_gpu_steps.h"
 
@@ -24,27 +25,10 @@ namespace {
 using gputest::Case;
 using shard::LayoutKind;
 
-// "" when each local rank can have a GPU of its own.
-std::string Unusable() {
-  const std::string reason = gputest::NoDeviceReason();
-  if (!reason.empty()) return reason;
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0, devices = 0;
-  MPI_Comm_size(node, &local);
-  MPI_Comm_free(&node);
-  (void)cudaGetDeviceCount(&devices);
-  if (devices < local) {
-    return std::to_string(local) + " ranks on this node but " + std::to_string(devices) +
-           " GPU(s): NCCL needs one GPU per rank";
-  }
-  return "";
-}
-
 class ShardMpi : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    const std::string reason = Unusable();
+    const std::string reason = gputest::NoGpuPerRankReason();
     if (!reason.empty()) GTEST_SKIP() << reason;
     CommOptions d;
     d.memory = MemKind::kCuda;
