@@ -1,5 +1,6 @@
 #include "core/stream.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -36,7 +37,7 @@ HostStream::~HostStream() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
   thread_.join();
 }
 
@@ -46,18 +47,28 @@ HostStream* HostStream::Find(const void* p) {
 }
 
 void HostStream::Enqueue(Task task) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
     ++enqueued_;
+    wake = worker_asleep_;
   }
-  cv_.notify_all();
+  if (wake) work_cv_.notify_one();
+}
+
+// Every waiter lowers wake_at_ to its mark; the worker wakes them all when
+// the least one is reached, and those still short of theirs lower it again.
+void HostStream::WaitDone(std::unique_lock<std::mutex>& lock, uint64_t mark) {
+  while (done_ < mark) {
+    wake_at_ = std::min(wake_at_, mark);
+    done_cv_.wait(lock);
+  }
 }
 
 absl::Status HostStream::Synchronize() {
   std::unique_lock<std::mutex> lock(mu_);
-  const uint64_t target = enqueued_;
-  cv_.wait(lock, [&] { return done_ >= target; });
+  WaitDone(lock, enqueued_);
   return std::exchange(first_error_, absl::OkStatus());
 }
 
@@ -68,7 +79,7 @@ uint64_t HostStream::Mark() {
 
 void HostStream::WaitFor(uint64_t mark) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_ >= mark; });
+  WaitDone(lock, mark);
 }
 
 absl::StatusOr<std::chrono::steady_clock::time_point> HostStream::ReachedAt(uint64_t mark) {
@@ -98,7 +109,11 @@ absl::Status HostStream::PendingError() {
 void HostStream::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    while (!stop_ && queue_.empty()) {
+      worker_asleep_ = true;
+      work_cv_.wait(lock);
+      worker_asleep_ = false;
+    }
     if (queue_.empty()) return;  // stop_ and drained
     Task task = std::move(queue_.front());
     queue_.pop_front();
@@ -114,7 +129,10 @@ void HostStream::Run() {
     if (!s.ok() && first_error_.ok()) first_error_ = s;
     done_at_[done_ % kTimedMarks] = finished;
     ++done_;
-    cv_.notify_all();
+    if (done_ >= wake_at_) {
+      wake_at_ = UINT64_MAX;
+      done_cv_.notify_all();
+    }
   }
 }
 

@@ -65,9 +65,18 @@ class HostStream {
 
  private:
   void Run();
+  void WaitDone(std::unique_lock<std::mutex>& lock, uint64_t mark);
 
+  // Waits for one stream's tasks with as few wake-ups as possible: on a
+  // loaded host every futex wake is a context switch that the stream's own
+  // thread (running a collective its peers wait on) pays for. So the worker
+  // is signalled only when it sleeps, and waiters only when the earliest
+  // mark one of them waits for is reached, not after every task.
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable work_cv_;  // the worker: a task or stop_
+  std::condition_variable done_cv_;  // Synchronize / WaitFor
+  bool worker_asleep_ = false;
+  uint64_t wake_at_ = UINT64_MAX;    // the least mark a waiter waits for
   std::deque<Task> queue_;
   uint64_t enqueued_ = 0;
   uint64_t done_ = 0;

@@ -61,6 +61,46 @@ TEST(HostStream, WaitForAMarkLeavesLaterWorkRunning) {
   EXPECT_TRUE(s.Synchronize().ok());
 }
 
+// Waiters are woken only when the least mark any of them waits for is
+// reached (core/stream.h): each must still return once its own mark is done,
+// never before, whatever order the waiters arrived in.
+TEST(HostStream, ManyWaitersOnDifferentMarksEachWakeAtTheirOwn) {
+  constexpr int kTasks = 8;
+  HostStream s;
+  std::atomic<int> allowed{0}, ran{0};
+  std::vector<uint64_t> marks;
+  for (int i = 0; i < kTasks; ++i) {
+    s.Enqueue([&, i] {
+      while (allowed.load() <= i) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      ran = i + 1;
+      return absl::OkStatus();
+    });
+    marks.push_back(s.Mark());
+  }
+  std::vector<std::thread> waiters;
+  std::vector<int> seen(2 * kTasks, -1);
+  for (int w = 0; w < 2 * kTasks; ++w) {
+    const int target = (w * 5) % kTasks;  // waiters on the same and on different marks, out of order
+    waiters.emplace_back([&, w, target] {
+      s.WaitFor(marks[target]);
+      seen[w] = ran.load();
+    });
+  }
+  for (int i = 1; i <= kTasks; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    allowed = i;
+  }
+  for (auto& t : waiters) t.join();
+  for (int w = 0; w < 2 * kTasks; ++w) EXPECT_GE(seen[w], (w * 5) % kTasks + 1) << "waiter " << w;
+  ASSERT_TRUE(s.Synchronize().ok());
+  // A Synchronize from a second thread while the first waits for a mark.
+  s.Enqueue([] { return absl::OkStatus(); });
+  std::thread other([&] { EXPECT_TRUE(s.Synchronize().ok()); });
+  s.WaitFor(s.Mark());
+  other.join();
+  EXPECT_TRUE(s.Idle());
+}
+
 TEST(HostStream, ReportsFirstErrorOnceAndKeepsRunning) {
   HostStream s;
   int ran = 0;
