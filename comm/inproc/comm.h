@@ -11,6 +11,7 @@
 #ifndef WEFT_COMM_INPROC_COMM_H_
 #define WEFT_COMM_INPROC_COMM_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -54,8 +55,9 @@ class World {
   std::mutex mu_;
   std::condition_variable cv_;
   int arrived_ = 0;
-  uint64_t generation_ = 0;
-  bool aborted_ = false;
+  // Written under mu_; read without it by ranks polling before they sleep.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> aborted_{false};
   int broken_by_ = -1;  // rank that timed out
   std::map<std::pair<uint64_t, int>, std::shared_ptr<World>> splits_;
 };
