@@ -41,7 +41,20 @@ optimizer's state (AdamW's exp_avg and exp_avg_sq are shaped like the shards)
 keyed by the module's parameter names; one unit is materialised at a time.
 
 Every rank must run the same units in the same order (static graph), as in
-torch's FSDP. Host (CPU) tensors.
+torch's FSDP.
+
+Devices. A host (CPU) module runs on a host communicator, its gathers and
+reductions on a weft.Stream. A CUDA module (all parameters on one device)
+runs on a CUDA communicator (comm=None: weft.init(device=<that device>)):
+the shard groups and the schedule are on CUDA memory, .parameters() are
+torch CUDA tensors over weft's device shards (zero-copy, see weft/torch.py),
+the full buffers are torch CUDA tensors this adapter owns, and the stream
+current at construction is the compute stream handed to weft: forward must
+run on it (checked). Nothing waits on the host in a step: weft's schedule
+gathers and reduces on a stream of its own, ordered against that stream by
+events. The checkpoint calls synchronise it, then move full tensors through
+host memory: full_state_dict and full_optim_state_dict return CPU tensors
+(as torch FSDP's offload_to_cpu), and the load calls accept CPU or CUDA ones.
 """
 
 import torch
@@ -50,6 +63,7 @@ from .comm import init
 from .shard import ShardGroup, ShardSchedule
 from .stream import Stream
 from . import _optim_state
+from .torch import _module_device, _world_for
 
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
@@ -69,18 +83,21 @@ class MixedPrecision:
 class _Unit:
     """One shard group: its parameters' owners, the weft group, the full buffer and its views."""
 
-    def __init__(self, index, module, entries, comm, layout, mp, reduction, replicas):
+    def __init__(self, index, module, entries, comm, layout, mp, reduction, replicas, device):
         self.index, self.module, self.entries = index, module, entries  # entries: (owner, attr, qualname, param)
         self.group = ShardGroup(comm, [tuple(p.shape) for _, _, _, p in entries],
                                 names=[q for _, _, q, _ in entries], layout=layout,
                                 param_dtype=_DTYPE_NAMES[mp.param_dtype], reduce_dtype=_DTYPE_NAMES[mp.reduce_dtype],
                                 reduction=reduction, replicas=replicas)
         with torch.no_grad():
-            self.group.load_full([p.detach().to(torch.float32).contiguous() for _, _, _, p in entries])
-        self.master, self.grad = self.group.shard_tensors()
+            fulls = [p.detach().to(torch.float32).contiguous() for _, _, _, p in entries]
+            if device is not None:  # load_full reads them on the group's own stream
+                torch.cuda.current_stream(device).synchronize()
+            self.group.load_full(fulls)
+        self.master, self.grad = self.group.shard_tensors(device)
         self.shard_param = torch.nn.Parameter(self.master)
         numel, offsets = self.group.full_layout()
-        self.full = torch.empty(numel, dtype=mp.param_dtype)
+        self.full = torch.empty(numel, dtype=mp.param_dtype, device=device)
         self.views = []
         for (owner, attr, _, p), off in zip(entries, offsets):
             v = self.full[off:off + p.numel()].view(p.shape)
@@ -118,15 +135,20 @@ class FullyShardedDataParallel(torch.nn.Module):
         super().__init__()
         if zero_stage not in (1, 2, 3):
             raise ValueError("weft FSDP: zero_stage=%r (expected 1, 2 or 3)" % (zero_stage,))
-        self.comm = comm if comm is not None else init()
+        named = list(module.named_parameters())
+        self._device = _module_device(named, "FSDP")
+        self.comm = _world_for(comm, self._device, "FSDP", named[0][0] if named else "(none)")
+        self._cuda = self._device.type == "cuda"
         self.zero_stage, self.prefetch = zero_stage, prefetch
         self.mp = mixed_precision or MixedPrecision()
-        self._stream = Stream()
+        # Host: weft's stream; CUDA: the caller's compute stream.
+        self._stream = torch.cuda.current_stream(self._device) if self._cuda else Stream()
         self._state_keys = list(module.state_dict().keys())  # before the parameters move into units
         with torch.no_grad():  # every rank starts from rank 0's values, as torch's FSDP
             for t in list(module.parameters()) + list(module.buffers()):
                 if t.is_floating_point() or t.dtype in (torch.int32, torch.int64):
                     self.comm.broadcast(t.data, root=0)
+        self._sync()  # the groups load the broadcast values on a stream of their own
         unit_modules = self._choose_units(module, wrap_classes)
         owners = {}
         for mname, m in module.named_modules():
@@ -142,7 +164,8 @@ class FullyShardedDataParallel(torch.nn.Module):
                     claimed.add(id(p))
                     entries.append(owners[id(p)])
             if entries:
-                unit = _Unit(len(self._units), um, entries, self.comm, layout, self.mp, reduction, replicas)
+                unit = _Unit(len(self._units), um, entries, self.comm, layout, self.mp, reduction, replicas,
+                             self._device if self._cuda else None)
                 self._units.append(unit)
         self._root = self._units[-1] if self._units and self._units[-1].module is module else None
         self.module = module
@@ -156,11 +179,17 @@ class FullyShardedDataParallel(torch.nn.Module):
                     v.register_hook(self._make_grad_hook(u, i))
         self._by_group = {u.group: u for u in self._units}
         self._schedule = ShardSchedule(self._stream, reshard_after_forward=zero_stage == 3, prefetch=prefetch,
-                                       acquire=self._acquire, release=self._release)
+                                       acquire=self._acquire, release=self._release,
+                                       memory="cuda" if self._cuda else "host")
         self._in_step = False
         self._in_backward = False
         for u in self._units:
             u.free()
+
+    def _sync(self):
+        """CUDA: the host waits for the compute stream (before weft's blocking calls read what it wrote)."""
+        if self._cuda:
+            self._stream.synchronize()
 
     @staticmethod
     def _choose_units(module, wrap_classes):
@@ -244,7 +273,7 @@ class FullyShardedDataParallel(torch.nn.Module):
         grads = []
         for i, v in enumerate(unit.views):
             g = unit.pending.get(i)
-            grads.append(g if g is not None else torch.zeros(v.shape, dtype=v.dtype))
+            grads.append(g if g is not None else torch.zeros(v.shape, dtype=v.dtype, device=v.device))
         unit.reduced = True
         unit.pending = {}
         if unit is self._root:
@@ -272,15 +301,22 @@ class FullyShardedDataParallel(torch.nn.Module):
     # ---------------------------------------------------------------- forward and state
 
     def forward(self, *args, **kwargs):
+        if self._cuda and torch.cuda.current_stream(self._device) != self._stream:
+            raise ValueError("weft FSDP: forward runs on %s, but the wrapper was made on %s: weft's schedule orders "
+                             "its gathers against the stream current at construction" %
+                             (torch.cuda.current_stream(self._device), self._stream))
         for unit in self._units:
             # A gradient shard the optimizer set to None restarts from zero.
             if unit.shard_param.grad is None:
-                unit.group.zero_grads()
+                if self._cuda:
+                    unit.grad.zero_()  # on the compute stream, before this step's reductions
+                else:
+                    unit.group.zero_grads()
         self._begin_step()
         if self._root is not None:
             # The shards may have been updated since the last gather.
             self._root.alloc()
-            self._root.group.unshard_into(self._root.full.data_ptr())
+            self._root.group.unshard_into(self._root.full.data_ptr(), stream=self._stream if self._cuda else None)
         if self.mp.param_dtype != torch.float32:
             args = tuple(_cast(a, self.mp.param_dtype) for a in args)
             kwargs = {k: _cast(v, self.mp.param_dtype) for k, v in kwargs.items()}
@@ -290,6 +326,7 @@ class FullyShardedDataParallel(torch.nn.Module):
         """Checkpoint calls run between steps: close one a forward left open."""
         if self._in_step and not self._in_backward:
             self._end_step()
+        self._sync()  # the optimizer may still be updating the shards
 
     def full_state_dict(self, rank0_only=True):
         """The wrapped module's state dict with full fp32 parameters: on rank 0 (every rank with
@@ -299,21 +336,22 @@ class FullyShardedDataParallel(torch.nn.Module):
         mine = not rank0_only or self.comm.rank == 0
         params = {}
         for unit in self._units:
-            outs = [torch.empty(p.numel(), dtype=torch.float32) for _, _, _, p in unit.entries]
+            outs = [torch.empty(p.numel(), dtype=torch.float32) for _, _, _, p in unit.entries]  # host
             unit.group.gather_full(outs if mine else [], root=root)
             for (_, _, qual, p), o in zip(unit.entries, outs):
                 params[qual] = o.view(p.shape)
         if not mine:
             return {}
         rest = self.module.state_dict()  # buffers and anything not sharded
-        return {key: params[key] if key in params else rest[key].detach().clone() for key in self._state_keys}
+        return {key: params[key] if key in params else rest[key].detach().to("cpu", copy=True)
+                for key in self._state_keys}
 
     def load_full_state_dict(self, state, root=0):
         """Inverse of full_state_dict: root's full fp32 parameters become every rank's shards (state is
         only read on root). Collective; one unit at a time. The next forward gathers the new values."""
         self._close_step()
         for unit in self._units:
-            fulls = [state[q].detach().to(torch.float32).contiguous().view(-1) for _, _, q, _ in unit.entries] \
+            fulls = [state[q].detach().to("cpu", torch.float32).contiguous().view(-1) for _, _, q, _ in unit.entries] \
                 if self.comm.rank == root else []
             unit.group.scatter_full(fulls, root=root)
 

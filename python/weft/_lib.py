@@ -64,8 +64,8 @@ class Config(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("backend", ctypes.c_int), ("memory", ctypes.c_int),
                 ("timeout_ms", ctypes.c_int), ("cuda_device", ctypes.c_int), ("segment_bytes", ctypes.c_size_t)]
 
-    def __init__(self, backend=0, timeout_ms=0):
-        super().__init__(ctypes.sizeof(Config), backend, 0, timeout_ms, -1, 0)
+    def __init__(self, backend=0, timeout_ms=0, memory=0, cuda_device=-1):
+        super().__init__(ctypes.sizeof(Config), backend, memory, timeout_ms, cuda_device, 0)
 
 
 class Tensor(ctypes.Structure):
@@ -93,6 +93,8 @@ _SIGNATURES = {
     "weftCommCount": [_H, c_int_p],
     "weftCommUserRank": [_H, c_int_p],
     "weftCommGetBackend": [_H, c_int_p],
+    "weftCommGetMemoryKind": [_H, c_int_p],
+    "weftCommGetAsyncError": [_H, c_int_p],
     "weftCommAbort": [_H],
     "weftCommDestroy": [_H],
     "weftAllReduce": [_H, _H, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, _H, _H],

@@ -52,7 +52,7 @@ def gather(fsdp, optimizer, rank0_only=True):
                     out[q][key] = f.view(p.shape)
             else:
                 for q, _ in names:
-                    out[q][key] = v.detach().clone() if torch.is_tensor(v) else copy.deepcopy(v)
+                    out[q][key] = v.detach().to("cpu", copy=True) if torch.is_tensor(v) else copy.deepcopy(v)
     if not mine:
         return {}
     groups = []
@@ -97,14 +97,15 @@ def _plan(fsdp, optimizer, state):
     return plan, [{k: v for k, v in g.items() if k != "params"} for g in groups]
 
 
-def _broadcast_object(comm, obj, root):
+def _broadcast_object(comm, obj, root, device):
+    """Root's picklable obj on every rank, through tensors on `device` (the communicator's memory)."""
     data = pickle.dumps(obj) if comm.rank == root else b""
-    n = torch.tensor([len(data)], dtype=torch.int64)
+    n = torch.tensor([len(data)], dtype=torch.int64, device=device)
     comm.broadcast(n, root=root)
-    buf = torch.frombuffer(bytearray(data), dtype=torch.uint8) if comm.rank == root else \
-        torch.empty(int(n.item()), dtype=torch.uint8)
+    buf = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(device) if comm.rank == root else \
+        torch.empty(int(n.item()), dtype=torch.uint8, device=device)
     comm.broadcast(buf, root=root)
-    return pickle.loads(buf.numpy().tobytes())
+    return pickle.loads(buf.cpu().numpy().tobytes())
 
 
 def scatter(fsdp, optimizer, state, root=0):
@@ -116,7 +117,7 @@ def scatter(fsdp, optimizer, state, root=0):
             msg = ("ok",) + _plan(fsdp, optimizer, state)
         except (KeyError, TypeError, ValueError) as e:  # every rank raises it, none waits
             msg = ("error", "%s: %s" % (type(e).__name__, e))
-    msg = _broadcast_object(fsdp.comm, msg if me else None, root)
+    msg = _broadcast_object(fsdp.comm, msg if me else None, root, fsdp._device)
     if msg[0] == "error":
         raise ValueError("weft FSDP: rank %d refused the optimizer state: %s" % (root, msg[1]))
     _, plan, hyper = msg
@@ -125,8 +126,9 @@ def scatter(fsdp, optimizer, state, root=0):
         for key, kind, value in entries:
             if kind == "shard":
                 shard = torch.zeros_like(unit.master)
-                fulls = [state["state"][q][key].detach().to(torch.float32).contiguous().view(-1)
+                fulls = [state["state"][q][key].detach().to("cpu", torch.float32).contiguous().view(-1)
                          for _, _, q, _ in unit.entries] if me else []
+                fsdp._sync()  # the zeros are written on the compute stream, the scatter on the group's
                 unit.group.scatter_full(fulls, root=root, shard=shard)
                 new[key] = shard
             else:

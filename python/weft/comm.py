@@ -4,27 +4,41 @@
     comm.all_reduce(grad, op="avg")       # in place, torch tensor or numpy array
     comm.broadcast(param, root=0)
 
-Collectives block until their result is in the output (as torch.distributed
-without async_op) and follow weft.h's rules: every rank issues the same
-collectives in the same order; do not issue on one communicator from two
-threads at once.
+    comm = weft.init(backend="nccl")      # CUDA memory over NCCL (or weft.init(device=local_rank))
+    comm.all_reduce(cuda_grad, op="avg")  # enqueued on torch's current stream
+
+A communicator is on host memory (comm.memory == "host": MPI, in-process)
+or on CUDA memory ("cuda": NCCL, one device per rank, comm.device). Host
+collectives block until their result is in the output (as torch.distributed
+without async_op), or are enqueued on a weft.Stream given as `stream`. CUDA
+collectives are enqueued on a CUDA stream and return at once, as
+torch.distributed's NCCL backend: `stream` is a torch.cuda.Stream or an int
+cudaStream_t, by default torch's current stream on the tensor's device, so
+work queued there before the call is seen and work queued after it sees the
+result. A tensor of the other memory kind is refused with a ValueError.
+Collectives follow weft.h's rules: every rank issues the same collectives in
+the same order; do not issue on one communicator from two threads at once.
 """
 
 import ctypes
 
 from . import _lib
-from ._tensors import describe, op_code
+from ._tensors import MEMORY_KINDS, describe, op_code, stream_handle
 
 BACKENDS = {"auto": 0, "inprocess": 1, "mpi": 2, "nccl": 3, "ucx": 4}
 
 
 class Communicator:
-    def __init__(self, handle):
+    def __init__(self, handle, device=None):
+        """device: the CUDA ordinal of a CUDA communicator when known (None: weft chose it)."""
         self._h = ctypes.c_void_p(handle)
-        r, n = ctypes.c_int(), ctypes.c_int()
+        r, n, m = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
         _lib.call("weftCommUserRank", self._h, ctypes.byref(r))
         _lib.call("weftCommCount", self._h, ctypes.byref(n))
+        _lib.call("weftCommGetMemoryKind", self._h, ctypes.byref(m))
         self.rank, self.size = r.value, n.value
+        self.memory = MEMORY_KINDS[m.value]
+        self.device = device if self.memory == "cuda" else None
 
     @property
     def handle(self):
@@ -38,39 +52,60 @@ class Communicator:
         _lib.call("weftCommGetBackend", self.handle, ctypes.byref(b))
         return {v: k for k, v in BACKENDS.items()}[b.value]
 
-    def all_reduce(self, tensor, op="sum", out=None):
+    def _args(self, tensor, out, stream):
+        """(src, n, t), (dst, m, u), stream handle: both tensors of this communicator's kind and device."""
+        src = describe(tensor, "tensor", self.memory)
+        dst = describe(out, "out", self.memory)
+        device = None
+        if self.memory == "cuda":
+            device = tensor.device
+            for what, x in (("tensor", tensor), ("out", out)):
+                if self.device is not None and x.device.index != self.device:
+                    raise ValueError("weft: %s is on %s, but the communicator is on cuda:%d" %
+                                     (what, x.device, self.device))
+            if out.device != tensor.device:
+                raise ValueError("weft: out is on %s, tensor on %s" % (out.device, tensor.device))
+        return src, dst, stream_handle(stream, self.memory, device)
+
+    def all_reduce(self, tensor, op="sum", out=None, stream=None):
         """out (default: tensor, in place) = op over ranks of tensor. Returns out."""
         out = tensor if out is None else out
-        src, n, t = describe(tensor)
-        dst, m, u = describe(out, "out")
+        (src, n, t), (dst, m, u), s = self._args(tensor, out, stream)
         if (m, u) != (n, t):
             raise ValueError("weft: out has %d elements of type %d, tensor %d of type %d" % (m, u, n, t))
-        _lib.call("weftAllReduce", src, dst, n, t, op_code(op), self.handle, None)
+        _lib.call("weftAllReduce", src, dst, n, t, op_code(op), self.handle, s)
         return out
 
-    def broadcast(self, tensor, root=0):
+    def broadcast(self, tensor, root=0, stream=None):
         """tensor = root's tensor on every rank, in place. Returns tensor."""
-        p, n, t = describe(tensor)
-        _lib.call("weftBroadcast", p, p, n, t, root, self.handle, None)
+        (p, n, t), _, s = self._args(tensor, tensor, stream)
+        _lib.call("weftBroadcast", p, p, n, t, root, self.handle, s)
         return tensor
 
-    def all_gather(self, tensor, out):
+    def all_gather(self, tensor, out, stream=None):
         """out (size * tensor.numel() elements) = every rank's tensor, rank order."""
-        src, n, t = describe(tensor)
-        dst, m, u = describe(out, "out")
+        (src, n, t), (dst, m, u), s = self._args(tensor, out, stream)
         if m != n * self.size or u != t:
             raise ValueError("weft: out must hold %d x %d elements of the tensor's type" % (self.size, n))
-        _lib.call("weftAllGather", src, dst, n, t, self.handle, None)
+        _lib.call("weftAllGather", src, dst, n, t, self.handle, s)
         return out
 
-    def reduce_scatter(self, tensor, out, op="sum"):
+    def reduce_scatter(self, tensor, out, op="sum", stream=None):
         """out = block `rank` of op over ranks of tensor (size * out.numel() elements)."""
-        src, n, t = describe(tensor)
-        dst, m, u = describe(out, "out")
+        (src, n, t), (dst, m, u), s = self._args(tensor, out, stream)
         if n != m * self.size or u != t:
             raise ValueError("weft: tensor must hold %d x %d elements of out's type" % (self.size, m))
-        _lib.call("weftReduceScatter", src, dst, m, t, op_code(op), self.handle, None)
+        _lib.call("weftReduceScatter", src, dst, m, t, op_code(op), self.handle, s)
         return out
+
+    def async_error(self):
+        """Raises the first error of asynchronous work on this communicator (a NCCL kernel, a host
+        stream's collective) as a WeftError; returns None when there is none."""
+        code = ctypes.c_int()
+        _lib.call("weftCommGetAsyncError", self.handle, ctypes.byref(code))
+        if code.value != _lib.SUCCESS:
+            raise _lib.WeftError(code.value, "weft: asynchronous work on %r failed (weftResult_t %d)" %
+                                 (self, code.value))
 
     def barrier(self):
         _lib.call("weftBarrier", self.handle)
@@ -79,7 +114,7 @@ class Communicator:
         """Collective. None for color < 0 (WEFT_SPLIT_NOCOLOR)."""
         h = ctypes.c_void_p()
         _lib.call("weftCommSplit", self.handle, color, key, ctypes.byref(h))
-        return Communicator(h.value) if h.value else None
+        return Communicator(h.value, self.device) if h.value else None
 
     def destroy(self):
         if self._h is not None:
@@ -87,22 +122,65 @@ class Communicator:
             _lib.call("weftCommDestroy", h)
 
     def __repr__(self):
-        return "weft.Communicator(rank=%d, size=%d)" % (self.rank, self.size)
+        where = "" if self.memory == "host" else ", device=%s" % ("auto" if self.device is None else self.device)
+        return "weft.Communicator(rank=%d, size=%d, memory=%s%s)" % (self.rank, self.size, self.memory, where)
 
 
 _world = None
 
 
-def init(backend="auto", timeout_ms=0):
+def _device_ordinal(device):
+    """None (weft chooses), or the CUDA ordinal of an int, "cuda", "cuda:N" or torch.device."""
+    if device is None:
+        return None
+    if isinstance(device, bool):
+        raise ValueError("weft.init: device=%r is not a CUDA device" % (device,))
+    if isinstance(device, int):
+        if device < 0:
+            raise ValueError("weft.init: device=%d (expected a CUDA device ordinal >= 0)" % device)
+        return device
+    kind, index = getattr(device, "type", None), getattr(device, "index", None)
+    if isinstance(device, str):
+        kind, _, rest = device.partition(":")
+        index = int(rest) if rest.isdigit() else None
+        if rest and index is None:
+            kind = None
+    if kind != "cuda":
+        raise ValueError("weft.init: device=%r is not a CUDA device (an ordinal, \"cuda:N\" or a torch.device)" %
+                         (device,))
+    return index  # "cuda" without an index: weft chooses (local rank modulo device count)
+
+
+def init(backend="auto", timeout_ms=0, device=None):
     """The world communicator (created on the first call, then the same one).
 
-    Under mpirun/srun it spans the job; otherwise it is a one-rank world."""
+    Under mpirun/srun it spans the job; otherwise it is a one-rank world.
+    backend="nccl", or a CUDA `device` (an ordinal, "cuda:N", a torch.device),
+    makes it a CUDA communicator over NCCL on that device (without an index:
+    the local rank modulo the node's device count). Asking again for a world
+    of another memory kind or device than the existing one is a ValueError."""
     global _world
+    if backend not in BACKENDS:
+        raise ValueError("weft.init: backend=%r is not one of %s" % (backend, ", ".join(BACKENDS)))
+    ordinal = _device_ordinal(device)
+    cuda = backend == "nccl" or device is not None
+    if device is not None and backend not in ("auto", "nccl"):
+        raise ValueError("weft.init: device=%r asks for CUDA memory, which backend=%r does not drive (use "
+                         "backend=\"nccl\" or \"auto\")" % (device, backend))
     if _world is None:
         h = ctypes.c_void_p()
-        cfg = _lib.Config(BACKENDS[backend], timeout_ms)
+        cfg = _lib.Config(BACKENDS["nccl" if cuda else backend], timeout_ms, memory=MEMORY_KINDS.index(
+            "cuda" if cuda else "host"), cuda_device=-1 if ordinal is None else ordinal)
         _lib.call("weftCommInitWorld", ctypes.byref(h), ctypes.byref(cfg))
-        _world = Communicator(h.value)
+        _world = Communicator(h.value, ordinal)
+        return _world
+    want = "cuda" if cuda else (None if backend == "auto" else "host")
+    if want is not None and want != _world.memory:
+        raise ValueError("weft.init: the world communicator exists already on %s memory (%r); it cannot also be on "
+                         "%s memory" % (_world.memory, _world, want))
+    if ordinal is not None and _world.device is not None and ordinal != _world.device:
+        raise ValueError("weft.init: the world communicator exists already on cuda:%d, not cuda:%d" %
+                         (_world.device, ordinal))
     return _world
 
 

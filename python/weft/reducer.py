@@ -4,12 +4,18 @@ gradients once, mark each ready during backward, finalize.
     red = weft.Reducer(comm, [(p.numel(), torch.float32) for p in params], names=...)
     ... in backward: red.mark_ready(i, p.grad) ...
     red.finalize()                        # every marked grad holds the average
+
+On a CUDA communicator the gradients are CUDA tensors and each call takes a
+CUDA stream (a torch.cuda.Stream or an int cudaStream_t; None: torch's
+current stream on the gradient's device): mark_ready records an event on
+it (the reducer reads the gradient after the work queued there), and
+finalize makes its stream wait for the averages without blocking the host.
 """
 
 import ctypes
 
 from . import _lib
-from ._tensors import describe, dtype_code
+from ._tensors import describe, dtype_code, stream_handle
 
 COMM_DTYPES = {None: -1, "float16": 1, "bfloat16": 2}
 
@@ -35,26 +41,37 @@ class Reducer:
             self._names = (ctypes.c_char_p * max(n, 1))(*[s.encode() for s in names])
             cfg.names = self._names
         self.comm = comm
+        self.names = list(names) if names is not None else None
         self.counts = [int(c) for c, _ in grads]
         h = ctypes.c_void_p()
         _lib.call("weftReducerCreate", comm.handle, specs, n, ctypes.byref(cfg), ctypes.byref(h))
         self._h = h
 
-    def mark_ready(self, index, grad):
-        """grad (tensor or array) must stay alive and unchanged until finalize() returns."""
-        p, n, _ = describe(grad, "grad")
-        if n != self.counts[index]:
-            raise ValueError("weft: gradient %d has %d elements, registered with %d" % (index, n, self.counts[index]))
-        _lib.call("weftReducerMarkReady", self._h, index, p, None)
+    def _what(self, index):
+        if self.names is not None and 0 <= index < len(self.names):
+            return "gradient %d (%s)" % (index, self.names[index])
+        return "gradient %d" % index
 
-    def mark_ready_ptr(self, index, address):
-        _lib.call("weftReducerMarkReady", self._h, index, address, None)
+    def mark_ready(self, index, grad, stream=None):
+        """grad (tensor or array) must stay alive and unchanged until finalize() returns."""
+        what = self._what(index)
+        p, n, _ = describe(grad, what, self.comm.memory)
+        if n != self.counts[index]:
+            raise ValueError("weft: %s has %d elements, registered with %d" % (what, n, self.counts[index]))
+        device = grad.device if self.comm.memory == "cuda" else None
+        _lib.call("weftReducerMarkReady", self._h, index, p, stream_handle(stream, self.comm.memory, device))
+
+    def mark_ready_ptr(self, index, address, stream=None):
+        """As mark_ready for a gradient at `address` (a bucket slot); CUDA: stream None is torch's current one."""
+        _lib.call("weftReducerMarkReady", self._h, index, address, stream_handle(stream, self.comm.memory,
+                                                                                  self.comm.device))
 
     def mark_unused(self, index):
         _lib.call("weftReducerMarkUnused", self._h, index)
 
-    def finalize(self):
-        _lib.call("weftReducerFinalize", self._h, None)
+    def finalize(self, stream=None):
+        """Host: returns with the averages written. CUDA: work queued on `stream` after this sees them."""
+        _lib.call("weftReducerFinalize", self._h, stream_handle(stream, self.comm.memory, self.comm.device))
 
     def set_sync(self, sync):
         _lib.call("weftReducerSetSync", self._h, int(bool(sync)))

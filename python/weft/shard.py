@@ -8,13 +8,19 @@ parameters gathered and released together.
     master, grads = g.shard_tensors()   # torch views an optimizer updates in place
 
 Arguments are torch tensors or numpy arrays on the host, or raw addresses
-where the method says so.
+where the method says so. A group on a CUDA communicator keeps its shards on
+the communicator's device: shard_tensors() are torch CUDA tensors over them,
+gradients are CUDA tensors, and `stream` is a torch.cuda.Stream or an int
+cudaStream_t (None: torch's current stream there); the blocking calls
+(load_full, gather_full, scatter_full, zero_grads) take host or CUDA
+tensors and run on a stream of the group's own: synchronise the streams that
+wrote their inputs or read the shards first.
 """
 
 import ctypes
 
 from . import _lib
-from ._tensors import describe, dtype_code
+from ._tensors import MEMORY_KINDS, describe, dtype_code, stream_handle
 
 MAX_DIMS = 8
 LAYOUTS = {"flat": 0, "per_param": 1}
@@ -80,10 +86,6 @@ for _name, _args in {
     getattr(_lib.lib, _name).restype = ctypes.c_int
 
 
-def _stream(stream):
-    return None if stream is None else stream.handle
-
-
 class ShardGroup:
     def __init__(self, comm, shapes, names=None, layout="flat", param_dtype="float32", reduce_dtype="float32",
                  reduction="reduce_scatter", replicas=None):
@@ -105,6 +107,7 @@ class ShardGroup:
         _lib.call("weftShardGroupCreate", comm.handle, None if replicas is None else replicas.handle, descs, n,
                   ctypes.byref(cfg), ctypes.byref(h))
         self._h, self.comm, self.nparams = h, comm, n
+        self.memory, self.device = comm.memory, comm.device
         self.numels = [1 for _ in shapes]
         for i, shape in enumerate(shapes):
             for extent in shape:
@@ -129,16 +132,28 @@ class ShardGroup:
         _lib.call("weftShardGroupGetBuffers", self.handle, ctypes.byref(m), ctypes.byref(g), ctypes.byref(n))
         return ctypes.cast(m, ctypes.c_void_p).value, ctypes.cast(g, ctypes.c_void_p).value, n.value
 
-    def shard_tensors(self):
-        """torch float32 views of the master and gradient shards (weft owns the memory)."""
+    def _stream(self, stream):
+        return stream_handle(stream, self.memory, self.device)
+
+    def shard_tensors(self, device=None):
+        """torch float32 views of the master and gradient shards (weft owns the memory).
+        CUDA: on `device`, by default the communicator's (else torch's current device)."""
         from .torch import _tensor_at
         import torch
         m, g, n = self.buffers()
-        return _tensor_at(m, n, torch.float32), _tensor_at(g, n, torch.float32)
+        if self.memory == "cuda":
+            index = getattr(device, "index", device)
+            if index is None:
+                index = self.device if self.device is not None else torch.cuda.current_device()
+            device = torch.device("cuda", index)
+        else:
+            device = None
+        return _tensor_at(m, n, torch.float32, device), _tensor_at(g, n, torch.float32, device)
 
     def load_full(self, tensors):
-        """This rank's part of each full float32 parameter becomes its master shard."""
-        ptrs = (_P * max(self.nparams, 1))(*[describe(t, "full[%d]" % i)[0] for i, t in enumerate(tensors)])
+        """This rank's part of each full float32 parameter (host or, on a CUDA group, device tensors)
+        becomes its master shard."""
+        ptrs = (_P * max(self.nparams, 1))(*[describe(t, "full[%d]" % i, None)[0] for i, t in enumerate(tensors)])
         _lib.call("weftShardGroupLoadFull", self.handle, ptrs, len(tensors))
 
     def full_layout(self):
@@ -150,14 +165,14 @@ class ShardGroup:
 
     def unshard_into(self, address, stream=None):
         """All-gathers the shards, cast to param_dtype, into the buffer at `address` (full_layout()[0] elements)."""
-        _lib.call("weftShardGroupUnshardInto", self.handle, address, _stream(stream))
+        _lib.call("weftShardGroupUnshardInto", self.handle, address, self._stream(stream))
 
     def reduce_grads(self, grads, stream=None):
         """grads[i]: parameter i's full gradient; averaged over ranks into the fp32 gradient shard (+=)."""
         arr = (_lib.Tensor * max(self.nparams, 1))()
         for i, g in enumerate(grads):
-            arr[i].data, arr[i].count, arr[i].dtype = describe(g, "grads[%d]" % i)
-        _lib.call("weftShardGroupReduceGrads", self.handle, arr, len(grads), _stream(stream))
+            arr[i].data, arr[i].count, arr[i].dtype = describe(g, "grads[%d]" % i, self.memory)
+        _lib.call("weftShardGroupReduceGrads", self.handle, arr, len(grads), self._stream(stream))
 
     def zero_grads(self):
         _lib.call("weftShardGroupZeroGrads", self.handle)
@@ -165,7 +180,8 @@ class ShardGroup:
     def _ptrs(self, tensors, what):
         if not tensors:
             return None, 0
-        return (_P * max(self.nparams, 1))(*[describe(t, "%s[%d]" % (what, i))[0] for i, t in enumerate(tensors)]), \
+        return (_P * max(self.nparams, 1))(*[describe(t, "%s[%d]" % (what, i), None)[0]
+                                             for i, t in enumerate(tensors)]), \
             len(tensors)
 
     def gather_full(self, outs, root=0, shard=None):
@@ -175,7 +191,7 @@ class ShardGroup:
         if shard is None:
             _lib.call("weftShardGroupGatherFull", self.handle, root, ptrs, n)
         else:
-            _lib.call("weftShardGroupGatherFullFrom", self.handle, describe(shard, "shard")[0], root, ptrs, n)
+            _lib.call("weftShardGroupGatherFullFrom", self.handle, describe(shard, "shard", self.memory)[0], root, ptrs, n)
 
     def scatter_full(self, fulls, root=0, shard=None):
         """Root's fulls[i] become every rank's master shard, or `shard` (fulls is only read on root)."""
@@ -183,7 +199,7 @@ class ShardGroup:
         if shard is None:
             _lib.call("weftShardGroupScatterFull", self.handle, root, ptrs, n)
         else:
-            _lib.call("weftShardGroupScatterFullInto", self.handle, root, ptrs, n, describe(shard, "shard")[0])
+            _lib.call("weftShardGroupScatterFullInto", self.handle, root, ptrs, n, describe(shard, "shard", self.memory)[0])
 
     def memory(self):
         m = ShardMemory()
@@ -209,7 +225,7 @@ _RELEASE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_voi
 class ScheduleConfig(ctypes.Structure):
     """weftShardScheduleConfig_t."""
     _fields_ = [("size", ctypes.c_size_t), ("reshard_after_forward", ctypes.c_int), ("prefetch", ctypes.c_int),
-                ("acquire", _ACQUIRE), ("release", _RELEASE), ("user", ctypes.c_void_p)]
+                ("acquire", _ACQUIRE), ("release", _RELEASE), ("user", ctypes.c_void_p), ("memory", ctypes.c_int)]
 
 
 class ShardSchedule:
@@ -220,21 +236,32 @@ class ShardSchedule:
         s.begin_step(); s.pre_forward(g); ...; s.post_backward(g, grads); s.end_step()
 
     acquire(group, nbytes) returns the address of nbytes for group's full parameters (a ShardGroup);
-    release(group, address) takes it back. Without them full parameters live in weft's pool."""
+    release(group, address) takes it back. Without them full parameters live in weft's pool.
 
-    def __init__(self, stream=None, reshard_after_forward=True, prefetch=True, acquire=None, release=None):
+    memory="cuda" drives groups on CUDA communicators: `stream` is the CUDA
+    stream the framework computes on (a torch.cuda.Stream or an int
+    cudaStream_t; None: torch's current stream when the schedule is made);
+    "gathered" then means that stream waits for the gather, and end_step makes
+    it wait for the reductions (weft.h, "shard schedule")."""
+
+    def __init__(self, stream=None, reshard_after_forward=True, prefetch=True, acquire=None, release=None,
+                 memory="host"):
         if (acquire is None) != (release is None):
             raise ValueError("weft: ShardSchedule needs both acquire and release, or neither")
+        if memory not in MEMORY_KINDS:
+            raise ValueError("weft: ShardSchedule memory=%r is not one of %s" % (memory, ", ".join(MEMORY_KINDS)))
         self._groups = {}  # handle value -> ShardGroup, for the callbacks
         self._keep = []    # gradients, alive until end_step
+        self.memory = memory
         cfg = ScheduleConfig(ctypes.sizeof(ScheduleConfig), int(reshard_after_forward), int(prefetch))
+        cfg.memory = MEMORY_KINDS.index(memory)
         if acquire is not None:
             # Kept on self: ctypes frees a callback's trampoline with its Python object.
             self._acquire = _ACQUIRE(lambda _u, h, nbytes: acquire(self._groups[h], nbytes) or 0)
             self._release = _RELEASE(lambda _u, h, addr: release(self._groups[h], addr))
             cfg.acquire, cfg.release = self._acquire, self._release
         h = ctypes.c_void_p()
-        _lib.call("weftShardScheduleCreate", _stream(stream), ctypes.byref(cfg), ctypes.byref(h))
+        _lib.call("weftShardScheduleCreate", stream_handle(stream, memory, None), ctypes.byref(cfg), ctypes.byref(h))
         self._h, self.stream = h, stream
 
     @property
@@ -268,7 +295,7 @@ class ShardSchedule:
         """grads[i]: parameter i's full gradient; kept alive here until end_step."""
         arr = (_lib.Tensor * max(group.nparams, 1))()
         for i, g in enumerate(grads):
-            arr[i].data, arr[i].count, arr[i].dtype = describe(g, "grads[%d]" % i)
+            arr[i].data, arr[i].count, arr[i].dtype = describe(g, "grads[%d]" % i, group.memory)
         _lib.call("weftShardSchedulePostBackward", self.handle, self._enter(group), arr, len(grads))
         self._keep.append(grads)
 

@@ -10,7 +10,27 @@ no_sync(), parameters (and buffers) broadcast from rank 0 at construction.
 Each parameter's gradient accumulator gets a hook that marks the gradient
 ready, so buckets are all-reduced on weft's stream while autograd computes
 the earlier layers; a callback queued on the autograd engine finalizes at
-the end of backward. Host (CPU) tensors.
+the end of backward.
+
+Host (CPU) modules run on a host communicator (MPI, in-process); CUDA
+modules on a CUDA one (NCCL; comm=None: weft.init(device=<the parameters'
+device>)), all parameters on one device. On CUDA each hook marks its
+gradient ready on torch's current stream there (the stream autograd
+computed it on: the reducer's stream waits for it with an event, the host
+does not), and the end-of-backward callback finalizes on the stream that was
+current at forward(), which then waits for the averages; any other stream a
+gradient was produced on is made to wait for that one. Nothing synchronises
+the device, as with torch's DDP over NCCL.
+
+Gradient-as-bucket-view on CUDA makes each .grad a torch CUDA tensor over
+the reducer's device memory without a copy: torch.as_tensor of an object
+exposing the CUDA Array Interface (bytes at the slot's address) on the
+parameters' device, then .view(dtype) (numpy's typestrs have no bfloat16).
+This works in PyTorch 1.13 and 2.x (it needs numpy, as torch.as_tensor of a
+CUDA array does) and is checked to alias: the wrapper raises rather than
+hand out a copy. The tensor does not own the memory; it stays valid until
+the buckets are rebuilt (once, after the first backward: the adapter then
+re-wraps every .grad) or the wrapper is destroyed.
 """
 
 import contextlib
@@ -18,6 +38,7 @@ import ctypes
 
 import torch
 
+from ._tensors import kind_mismatch, torch_kind
 from .comm import init
 from .reducer import Reducer
 
@@ -25,12 +46,57 @@ _COMM_DTYPES = {None: None, torch.float16: "float16", torch.bfloat16: "bfloat16"
                 "float16": "float16", "bfloat16": "bfloat16"}
 
 
-def _tensor_at(address, count, dtype):
-    """A tensor over weft-owned memory (a bucket slot); it does not own it."""
+class _CudaBytes:
+    """Just enough of the CUDA Array Interface for torch.as_tensor to alias `nbytes` at `address`."""
+
+    def __init__(self, address, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
+                                         "strides": None, "version": 2}
+
+
+def _tensor_at(address, count, dtype, device=None):
+    """A tensor over weft-owned memory (a bucket slot, a shard); it does not own it.
+    device: None or a CPU device for host memory; the CUDA device the memory is on otherwise."""
+    device = torch.device("cpu") if device is None else torch.device(device)
     if count == 0:
-        return torch.empty(0, dtype=dtype)
+        return torch.empty(0, dtype=dtype, device=device)
     nbytes = count * torch.empty(0, dtype=dtype).element_size()
-    return torch.frombuffer((ctypes.c_char * nbytes).from_address(address), dtype=dtype, count=count)
+    if device.type == "cpu":
+        return torch.frombuffer((ctypes.c_char * nbytes).from_address(address), dtype=dtype, count=count)
+    raw = torch.as_tensor(_CudaBytes(address, nbytes), device=device)
+    if raw.data_ptr() != address:  # torch placed it elsewhere: a copy would silently detach from weft's memory
+        raise RuntimeError("weft: wrapping CUDA memory at 0x%x as a tensor on %s gave a copy at 0x%x (is the "
+                           "memory on another device?)" % (address, device, raw.data_ptr()))
+    return raw.view(dtype)
+
+
+def _module_device(named_params, what):
+    """The one device of a module's parameters (a torch.device); ValueError naming a parameter elsewhere."""
+    device, first = None, None
+    for name, p in named_params:
+        torch_kind(p, "%s parameter %s" % (what, name))
+        if p.layout != torch.strided:
+            raise ValueError("weft %s: parameter %s is %s; dense (strided) tensors only" % (what, name, p.layout))
+        if device is None:
+            device, first = p.device, name
+        elif p.device != device:
+            raise ValueError("weft %s: parameter %s is on %s but %s on %s; put the module on one device" %
+                             (what, name, p.device, first, device))
+    return device or torch.device("cpu")
+
+
+def _world_for(comm, device, what, name):
+    """comm, or the world communicator of the device's memory kind; ValueError when the kinds differ."""
+    cuda = device.type == "cuda"
+    if comm is None:
+        comm = init(device=device.index if device.index is not None else "cuda") if cuda else init()
+    kind = "cuda" if cuda else "host"
+    if comm.memory != kind:
+        raise kind_mismatch("%s parameter %s" % (what, name), device, kind, comm.memory)
+    if cuda and comm.device is not None and device.index != comm.device:
+        raise ValueError("weft %s: parameter %s is on %s, but the communicator is on cuda:%d" %
+                         (what, name, device, comm.device))
+    return comm
 
 
 class DistributedDataParallel(torch.nn.Module):
@@ -39,7 +105,6 @@ class DistributedDataParallel(torch.nn.Module):
                  comm_dtype=None, first_bucket_cap_mb=1):
         super().__init__()
         self.module = module
-        self.comm = comm if comm is not None else init()
         self.broadcast_buffers = broadcast_buffers
         self.gradient_as_bucket_view = gradient_as_bucket_view
         self.find_unused_parameters = find_unused_parameters
@@ -50,9 +115,11 @@ class DistributedDataParallel(torch.nn.Module):
                 seen.add(id(p))
                 self._params.append(p)
                 names.append(name)
-                if p.device.type != "cpu" or p.layout != torch.strided:
-                    raise ValueError("weft DDP: parameter %s is %s/%s; host dense tensors only" %
-                                     (name, p.device, p.layout))
+        self._device = _module_device(list(module.named_parameters()), "DDP")
+        self.comm = _world_for(comm, self._device, "DDP", names[0] if names else "(none)")
+        self._cuda = self._device.type == "cuda"
+        self._stream = None         # CUDA: the stream current at forward(), where finalize's averages land
+        self._mark_streams = {}     # CUDA: other streams gradients were produced on, this backward
         with torch.no_grad():
             for p in module.parameters():
                 self.comm.broadcast(p.data, root=0)
@@ -73,6 +140,8 @@ class DistributedDataParallel(torch.nn.Module):
 
     # ------------------------------------------------------------ torch DDP surface
     def forward(self, *inputs, **kwargs):
+        if self._cuda:
+            self._stream = torch.cuda.current_stream(self._device)
         if self.broadcast_buffers and self._require_sync:
             with torch.no_grad():
                 self._sync_buffers()
@@ -98,7 +167,18 @@ class DistributedDataParallel(torch.nn.Module):
     def _slot(self, i):
         address, _ = self.reducer.grad_slot(i)
         p = self._params[i]
-        return address, _tensor_at(address, p.numel(), p.dtype).view_as(p)
+        return address, _tensor_at(address, p.numel(), p.dtype, self._device).view_as(p)
+
+    def _hook_stream(self):
+        """CUDA: the stream autograd runs this hook on (where the gradient was produced)."""
+        if not self._cuda:
+            return None
+        s = torch.cuda.current_stream(self._device)
+        if self._stream is None:
+            self._stream = s  # backward without a forward through this wrapper
+        if s != self._stream:
+            self._mark_streams[s.cuda_stream] = s
+        return s
 
     def _make_hook(self, i):
         def hook(*unused):
@@ -109,25 +189,37 @@ class DistributedDataParallel(torch.nn.Module):
                 torch.autograd.Variable._execution_engine.queue_callback(self._finalize_backward)
             p = self._params[i]
             g = p.grad
+            stream = self._hook_stream()
             if self.gradient_as_bucket_view:
                 address, view = self._slot(i)
                 if g.data_ptr() != address:  # first step, or autograd replaced it: adopt the slot
                     view.copy_(g)
                     p.grad = view
                 self._marked[i] = p.grad
-                self.reducer.mark_ready_ptr(i, address)
+                self.reducer.mark_ready_ptr(i, address, stream)
             else:
                 if not g.is_contiguous():
                     g = p.grad = g.contiguous()
                 self._marked[i] = g
-                self.reducer.mark_ready(i, g)
+                self.reducer.mark_ready(i, g, stream)
         return hook
 
     def _finalize_backward(self):
+        if not self._cuda:
+            return self._finalize()
+        # The engine may run this on a device thread whose current stream is not the caller's.
+        with torch.cuda.stream(self._stream):
+            self._finalize()
+            for s in self._mark_streams.values():
+                s.wait_stream(self._stream)
+            self._mark_streams = {}
+        return None
+
+    def _finalize(self):
         self._queued = False
         version = self.reducer.layout_version
         try:
-            self.reducer.finalize()
+            self.reducer.finalize(self._stream)
         finally:
             marked, self._marked = self._marked, {}
         if self.find_unused_parameters:
