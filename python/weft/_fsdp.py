@@ -59,7 +59,6 @@ host memory: full_state_dict and full_optim_state_dict return CPU tensors
 
 import torch
 
-from .comm import init
 from .shard import ShardGroup, ShardSchedule
 from .stream import Stream
 from . import _optim_state
