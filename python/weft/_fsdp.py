@@ -275,10 +275,13 @@ class FullyShardedDataParallel(torch.nn.Module):
             grads.append(g if g is not None else torch.zeros(v.shape, dtype=v.dtype, device=v.device))
         unit.reduced = True
         unit.pending = {}
-        if unit is self._root:
+        if unit is self._root and not self._cuda:
             unit.keep = grads  # alive until the stream has run
             unit.group.reduce_grads(grads, stream=self._stream)
         else:
+            # CUDA: the root's reduction too goes on the schedule's stream, after its others on the same
+            # communicator, rather than on the compute stream beside them (weft.h: no other collectives
+            # on the groups' communicators from elsewhere during a step).
             self._schedule.post_backward(unit.group, grads)  # keeps grads; stage 3: reshards
 
     def _end_backward(self):
