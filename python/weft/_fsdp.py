@@ -62,7 +62,7 @@ import torch
 from .shard import ShardGroup, ShardSchedule
 from .stream import Stream
 from . import _optim_state
-from .torch import _module_device, _world_for
+from ._devices import _module_device, _world_for
 
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 

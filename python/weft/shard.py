@@ -138,7 +138,7 @@ class ShardGroup:
     def shard_tensors(self, device=None):
         """torch float32 views of the master and gradient shards (weft owns the memory).
         CUDA: on `device`, by default the communicator's (else torch's current device)."""
-        from .torch import _tensor_at
+        from ._devices import _tensor_at
         import torch
         m, g, n = self.buffers()
         if self.memory == "cuda":

@@ -23,80 +23,21 @@ gradient was produced on is made to wait for that one. Nothing synchronises
 the device, as with torch's DDP over NCCL.
 
 Gradient-as-bucket-view on CUDA makes each .grad a torch CUDA tensor over
-the reducer's device memory without a copy: torch.as_tensor of an object
-exposing the CUDA Array Interface (bytes at the slot's address) on the
-parameters' device, then .view(dtype) (numpy's typestrs have no bfloat16).
-This works in PyTorch 1.13 and 2.x (it needs numpy, as torch.as_tensor of a
-CUDA array does) and is checked to alias: the wrapper raises rather than
-hand out a copy. The tensor does not own the memory; it stays valid until
-the buckets are rebuilt (once, after the first backward: the adapter then
-re-wraps every .grad) or the wrapper is destroyed.
+the reducer's device memory without a copy (weft/_devices.py says how). It
+does not own the memory; it stays valid until the buckets are rebuilt (once,
+after the first backward: the adapter then re-wraps every .grad) or the
+wrapper is destroyed.
 """
 
 import contextlib
-import ctypes
 
 import torch
 
-from ._tensors import kind_mismatch, torch_kind
-from .comm import init
+from ._devices import _module_device, _tensor_at, _world_for
 from .reducer import Reducer
 
 _COMM_DTYPES = {None: None, torch.float16: "float16", torch.bfloat16: "bfloat16",
                 "float16": "float16", "bfloat16": "bfloat16"}
-
-
-class _CudaBytes:
-    """Just enough of the CUDA Array Interface for torch.as_tensor to alias `nbytes` at `address`."""
-
-    def __init__(self, address, nbytes):
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
-                                         "strides": None, "version": 2}
-
-
-def _tensor_at(address, count, dtype, device=None):
-    """A tensor over weft-owned memory (a bucket slot, a shard); it does not own it.
-    device: None or a CPU device for host memory; the CUDA device the memory is on otherwise."""
-    device = torch.device("cpu") if device is None else torch.device(device)
-    if count == 0:
-        return torch.empty(0, dtype=dtype, device=device)
-    nbytes = count * torch.empty(0, dtype=dtype).element_size()
-    if device.type == "cpu":
-        return torch.frombuffer((ctypes.c_char * nbytes).from_address(address), dtype=dtype, count=count)
-    raw = torch.as_tensor(_CudaBytes(address, nbytes), device=device)
-    if raw.data_ptr() != address:  # torch placed it elsewhere: a copy would silently detach from weft's memory
-        raise RuntimeError("weft: wrapping CUDA memory at 0x%x as a tensor on %s gave a copy at 0x%x (is the "
-                           "memory on another device?)" % (address, device, raw.data_ptr()))
-    return raw.view(dtype)
-
-
-def _module_device(named_params, what):
-    """The one device of a module's parameters (a torch.device); ValueError naming a parameter elsewhere."""
-    device, first = None, None
-    for name, p in named_params:
-        torch_kind(p, "%s parameter %s" % (what, name))
-        if p.layout != torch.strided:
-            raise ValueError("weft %s: parameter %s is %s; dense (strided) tensors only" % (what, name, p.layout))
-        if device is None:
-            device, first = p.device, name
-        elif p.device != device:
-            raise ValueError("weft %s: parameter %s is on %s but %s on %s; put the module on one device" %
-                             (what, name, p.device, first, device))
-    return device or torch.device("cpu")
-
-
-def _world_for(comm, device, what, name):
-    """comm, or the world communicator of the device's memory kind; ValueError when the kinds differ."""
-    cuda = device.type == "cuda"
-    if comm is None:
-        comm = init(device=device.index if device.index is not None else "cuda") if cuda else init()
-    kind = "cuda" if cuda else "host"
-    if comm.memory != kind:
-        raise kind_mismatch("%s parameter %s" % (what, name), device, kind, comm.memory)
-    if cuda and comm.device is not None and device.index != comm.device:
-        raise ValueError("weft %s: parameter %s is on %s, but the communicator is on cuda:%d" %
-                         (what, name, device, comm.device))
-    return comm
 
 
 class DistributedDataParallel(torch.nn.Module):
@@ -238,5 +179,5 @@ class DistributedDataParallel(torch.nn.Module):
                     p.grad = self._slot(i)[1]
 
 
-# FSDP / ZeRO over shard groups (weft/_fsdp.py); imported last, it uses _tensor_at above.
+# FSDP / ZeRO over shard groups (weft/_fsdp.py).
 from ._fsdp import FullyShardedDataParallel, MixedPrecision  # noqa: E402,F401
