@@ -152,6 +152,28 @@ class Streams(unittest.TestCase):
         self.assertEqual(_tensors.stream_handle(0x1234, "cuda"), 0x1234)
 
 
+class ReducerArguments(unittest.TestCase):
+    def test_refusals_name_the_gradient_and_change_nothing(self):
+        comm = weft.init_in_process(1)[0]
+        red = weft.Reducer(comm, [(4, torch.float32), (3, torch.float32)], names=["w", "b"])
+        w, b = torch.randn(4), torch.randn(3)
+        with self.assertRaises(ValueError) as cm:
+            red.mark_ready(0, torch.empty(4, device="meta"))
+        self.assertIn("gradient 0 (w)", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            red.mark_ready(0, w, stream=5)  # host memory: None or a weft.Stream
+        self.assertIn("weft.Stream", str(cm.exception))
+        with self.assertRaises(ValueError):
+            red.finalize(stream=5)
+        want_w, want_b = w.clone(), b.clone()
+        red.mark_ready(0, w)
+        red.mark_ready(1, b)
+        red.finalize()  # one rank: the average is the gradient itself
+        self.assertTrue(torch.equal(w, want_w) and torch.equal(b, want_b))
+        red.destroy()
+        comm.destroy()
+
+
 class ShardScheduleOnCuda(unittest.TestCase):
     def test_memory_argument(self):
         with self.assertRaises(ValueError) as cm:
