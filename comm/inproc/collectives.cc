@@ -1,11 +1,15 @@
-// In-process collectives. Each one is a few phases separated by World
+// In-process collectives. Each one is two phases separated by World
 // barriers:
 //   publish   every rank writes its buffer pointers into its slot;
 //   work      each rank reads its peers' buffers directly (a reduction
 //             reduces only this rank's chunk, so each element is combined
 //             exactly once, in rank order, and every rank sees the same bits);
 //   release   nobody returns (and reuses a buffer) while a peer may still
-//             read it.
+//             read or write it.
+// All-reduce pushes: the rank that reduces a chunk writes the result into
+// every rank's output, rather than each rank pulling the chunks it lacks
+// after a third barrier. Barriers, not bytes, are what small calls cost
+// when the ranks' threads outnumber the cores.
 #include <algorithm>
 #include <cstring>
 
@@ -29,7 +33,7 @@ std::pair<size_t, size_t> Chunk(size_t n, int parts, int i) {
 
 }  // namespace
 
-void InProcComm::ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out) {
+void InProcComm::ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out, bool push) {
   const size_t es = ElementSize(t), as = AccumSize(t);
   acc_.resize(std::min(n, kBlockElems) * as);
   for (size_t done = 0; done < n; done += kBlockElems) {
@@ -39,7 +43,13 @@ void InProcComm::ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedO
     for (int r = 1; r < size(); ++r) {
       AccumulateInto(t, op, acc_.data(), static_cast<const char*>(world_->slot(r).send) + off, m);
     }
-    FromAccum(t, op, size(), acc_.data(), static_cast<char*>(out) + done * es, m);
+    char* const mine = static_cast<char*>(out) + done * es;
+    FromAccum(t, op, size(), acc_.data(), mine, m);
+    // Chunk `rank` of every buffer is touched by this rank alone, so the
+    // peers' outputs can take it even where they are their inputs.
+    for (int r = 0; push && r < size(); ++r) {
+      if (r != rank()) std::memcpy(static_cast<char*>(world_->slot(r).recv) + off, mine, m * es);
+    }
   }
 }
 
@@ -52,19 +62,9 @@ absl::Status InProcComm::DoAllReduce(const void* send, void* recv, size_t count,
   }
   world_->slot(rank()) = {send, recv};
   RETURN_IF_ERROR(Arrive());
-  // My chunk, reduced from every rank's input into my output.
+  // My chunk, reduced from every rank's input into every rank's output.
   const auto [b, e] = Chunk(count, size(), rank());
-  if (e > b) ReduceFromPeers(b * es, e - b, t, op, static_cast<char*>(recv) + b * es);
-  RETURN_IF_ERROR(Arrive());
-  // Everyone else's chunks, copied from their outputs.
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank()) continue;
-    const auto [rb, re] = Chunk(count, size(), r);
-    if (re > rb) {
-      std::memcpy(static_cast<char*>(recv) + rb * es, static_cast<const char*>(world_->slot(r).recv) + rb * es,
-                  (re - rb) * es);
-    }
-  }
+  if (e > b) ReduceFromPeers(b * es, e - b, t, op, static_cast<char*>(recv) + b * es, /*push=*/true);
   return Arrive();
 }
 

@@ -81,8 +81,9 @@ class InProcComm final : public Communicator {
 
  private:
   absl::Status Arrive() { return world_->Arrive(rank(), options().timeout_ms); }
-  // out = op over ranks of (slot(r).send + offset)[0..n), reduced in rank order.
-  void ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out);
+  // out = op over ranks of (slot(r).send + offset)[0..n), reduced in rank
+  // order; with `push`, also copied to (slot(r).recv + offset) of every peer.
+  void ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out, bool push = false);
 
   std::shared_ptr<World> world_;
   uint64_t splits_ = 0;
