@@ -132,6 +132,15 @@ WEFT_API weftResult_t weftCommGetMemoryKind(weftComm_t comm, weftMemoryKind_t* m
   });
 }
 
+WEFT_API weftResult_t weftCommGetCudaDevice(weftComm_t comm, int* device) {
+  return Guard("weftCommGetCudaDevice", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    if (device == nullptr) return weft::InvalidArgument("device is NULL");
+    *device = c->memory() == weft::MemKind::kCuda ? c->options().cuda_device : -1;
+    return absl::OkStatus();
+  });
+}
+
 WEFT_API weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
   return Guard("weftCommGetAsyncError", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));

@@ -166,6 +166,9 @@ weftResult_t weftCommUserRank(weftComm_t comm, int* rank);
 /* The backend actually chosen (never weftBackendAuto) and the memory kind. */
 weftResult_t weftCommGetBackend(weftComm_t comm, weftBackend_t* backend);
 weftResult_t weftCommGetMemoryKind(weftComm_t comm, weftMemoryKind_t* memory);
+/* The CUDA device a CUDA-memory communicator works on (the one chosen when
+ * config cuda_device was -1), as ncclCommCuDevice; -1 for host memory. */
+weftResult_t weftCommGetCudaDevice(weftComm_t comm, int* device);
 
 /* The first error raised by asynchronous work on this communicator (a host
  * stream's collective, a NCCL kernel), or weftSuccess. Non-blocking; any thread. */

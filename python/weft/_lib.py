@@ -94,6 +94,7 @@ _SIGNATURES = {
     "weftCommUserRank": [_H, c_int_p],
     "weftCommGetBackend": [_H, c_int_p],
     "weftCommGetMemoryKind": [_H, c_int_p],
+    "weftCommGetCudaDevice": [_H, c_int_p],
     "weftCommGetAsyncError": [_H, c_int_p],
     "weftCommAbort": [_H],
     "weftCommDestroy": [_H],

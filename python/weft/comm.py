@@ -29,16 +29,18 @@ BACKENDS = {"auto": 0, "inprocess": 1, "mpi": 2, "nccl": 3, "ucx": 4}
 
 
 class Communicator:
-    def __init__(self, handle, device=None):
-        """device: the CUDA ordinal of a CUDA communicator when known (None: weft chose it)."""
+    def __init__(self, handle):
         self._h = ctypes.c_void_p(handle)
-        r, n, m = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        r, n, m, d = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
         _lib.call("weftCommUserRank", self._h, ctypes.byref(r))
         _lib.call("weftCommCount", self._h, ctypes.byref(n))
         _lib.call("weftCommGetMemoryKind", self._h, ctypes.byref(m))
+        _lib.call("weftCommGetCudaDevice", self._h, ctypes.byref(d))
         self.rank, self.size = r.value, n.value
         self.memory = MEMORY_KINDS[m.value]
-        self.device = device if self.memory == "cuda" else None
+        # The CUDA ordinal the communicator works on (the one weft chose when
+        # asked for none); None for host memory.
+        self.device = d.value if self.memory == "cuda" else None
 
     @property
     def handle(self):
@@ -114,7 +116,7 @@ class Communicator:
         """Collective. None for color < 0 (WEFT_SPLIT_NOCOLOR)."""
         h = ctypes.c_void_p()
         _lib.call("weftCommSplit", self.handle, color, key, ctypes.byref(h))
-        return Communicator(h.value, self.device) if h.value else None
+        return Communicator(h.value) if h.value else None
 
     def destroy(self):
         if self._h is not None:
@@ -122,7 +124,7 @@ class Communicator:
             _lib.call("weftCommDestroy", h)
 
     def __repr__(self):
-        where = "" if self.memory == "host" else ", device=%s" % ("auto" if self.device is None else self.device)
+        where = "" if self.memory == "host" else ", device=%d" % self.device
         return "weft.Communicator(rank=%d, size=%d, memory=%s%s)" % (self.rank, self.size, self.memory, where)
 
 
@@ -172,7 +174,7 @@ def init(backend="auto", timeout_ms=0, device=None):
         cfg = _lib.Config(BACKENDS["nccl" if cuda else backend], timeout_ms, memory=MEMORY_KINDS.index(
             "cuda" if cuda else "host"), cuda_device=-1 if ordinal is None else ordinal)
         _lib.call("weftCommInitWorld", ctypes.byref(h), ctypes.byref(cfg))
-        _world = Communicator(h.value, ordinal)
+        _world = Communicator(h.value)
         return _world
     want = "cuda" if cuda else (None if backend == "auto" else "host")
     if want is not None and want != _world.memory:

@@ -84,6 +84,8 @@ int main(void) {
   FAILS(weftCommUserRank(comm, NULL), weftInvalidArgument, "rank is NULL");
   FAILS(weftCommGetBackend(comm, NULL), weftInvalidArgument, "backend is NULL");
   FAILS(weftCommGetMemoryKind(comm, NULL), weftInvalidArgument, "memory is NULL");
+  FAILS(weftCommGetCudaDevice(comm, NULL), weftInvalidArgument, "device is NULL");
+  FAILS(weftCommGetCudaDevice(NULL, &n), weftInvalidArgument, "comm is NULL");
   FAILS(weftCommGetAsyncError(comm, NULL), weftInvalidArgument, "asyncError is NULL");
   FAILS(weftCommAbort(NULL), weftInvalidArgument, "comm is NULL");
   FAILS(weftCommDestroy(NULL), weftInvalidArgument, "comm is NULL");
@@ -274,6 +276,8 @@ int main(void) {
   EXPECT(buf[7] == 8.0f);
   EXPECT(weftCommGetBackend(comm, &backend) == weftSuccess);
   EXPECT(weftCommGetMemoryKind(comm, &memory) == weftSuccess && memory == weftMemoryHost);
+  int cuda_device = 7;
+  EXPECT(weftCommGetCudaDevice(comm, &cuda_device) == weftSuccess && cuda_device == -1);
   EXPECT(weftCommGetAsyncError(comm, &async) == weftSuccess && async == weftSuccess);
   EXPECT(weftCommDestroy(comm) == weftSuccess);
 
