@@ -262,6 +262,7 @@ TEST_F(CudaKernels, UnscaleFlagsOnlyNonFiniteResults) {
       WEFT_CUDA_OK(cudaMalloc(&dflag, sizeof(int)));
       const int start = 5;  // "untouched" must mean untouched, not reset to 0
       WEFT_CUDA_OK(cudaMemcpy(dflag, &start, sizeof(int), cudaMemcpyHostToDevice));
+      WEFT_CUDA_OK(cudaDeviceSynchronize());  // stream_ does not wait for the legacy stream's copy
       const float inv_scale = finite ? 0.5f : 1.0f / 65536.0f;
       ASSERT_TRUE(UnscaleCheckFinite(d.refs, inv_scale, dflag, stream_).ok());
       Sync();
@@ -305,6 +306,7 @@ TEST_F(CudaKernels, L2NormMatchesReferenceBitForBit) {
     reference::L2Norm(Refs(tensors), want.data(), &want.back());
     for (int run = 0; run < 3; ++run) {  // the same bits every run
       WEFT_CUDA_OK(cudaMemset(dout, 0xA5, (sizes.size() + 1) * sizeof(float)));
+      WEFT_CUDA_OK(cudaDeviceSynchronize());  // the poison lands before the norm writes, not after
       ASSERT_TRUE(L2Norm(d.refs, dout, dout + sizes.size(), stream_).ok());
       Sync();
       std::vector<float> got(sizes.size() + 1);
@@ -322,6 +324,7 @@ TEST_F(CudaKernels, L2NormOfNothingIsZero) {
   float* dtotal = nullptr;
   WEFT_CUDA_OK(cudaMalloc(&dtotal, sizeof(float)));
   WEFT_CUDA_OK(cudaMemset(dtotal, 0xA5, sizeof(float)));
+  WEFT_CUDA_OK(cudaDeviceSynchronize());
   ASSERT_TRUE(L2Norm({}, nullptr, dtotal, stream_).ok());
   Sync();
   float total = -1.0f;

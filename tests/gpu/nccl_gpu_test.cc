@@ -96,6 +96,9 @@ class Nccl : public ::testing::Test {
     if (!in_place) {
       EXPECT_EQ(cudaMemset(recv, 0xA5, bytes + 16), cudaSuccess);  // poison
     }
+    // The legacy stream's copy and memset may still be running (from pageable
+    // memory cudaMemcpy returns once staged), and stream_ does not wait for them.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const absl::Status s = op(send, recv);
     EXPECT_TRUE(s.ok()) << s;
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);

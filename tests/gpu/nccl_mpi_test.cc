@@ -78,6 +78,7 @@ TEST_F(NcclMpi, AllReduceSumIsExactAndIdenticalOnEveryRank) {
       void* d = nullptr;
       WEFT_CUDA_OK(cudaMalloc(&d, in.size()));
       WEFT_CUDA_OK(cudaMemcpy(d, in.data(), in.size(), cudaMemcpyHostToDevice));
+      WEFT_CUDA_OK(cudaDeviceSynchronize());  // stream_ does not wait for the legacy stream's copy
       const absl::Status s = comm_->AllReduce(d, d, count, t, RedOp::kSum, stream_);
       ASSERT_TRUE(s.ok()) << s;
       WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
@@ -101,6 +102,7 @@ TEST_F(NcclMpi, ReduceScatterAllGatherBroadcastAndSplit) {
   WEFT_CUDA_OK(cudaMalloc(&dsend, in.size()));
   WEFT_CUDA_OK(cudaMalloc(&drecv, in.size()));
   WEFT_CUDA_OK(cudaMemcpy(dsend, in.data(), in.size(), cudaMemcpyHostToDevice));
+  WEFT_CUDA_OK(cudaDeviceSynchronize());  // stream_ does not wait for the legacy stream's copy
   ASSERT_TRUE(comm_->ReduceScatter(dsend, drecv, block, t, RedOp::kSum, stream_).ok());
   WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
   std::vector<unsigned char> got(block * es), want(block * es);

@@ -143,6 +143,8 @@ class Grads {
       EXPECT_EQ(cudaMemset(d, 0xff, c * sizeof(float)), cudaSuccess);  // NaN
       dev_.push_back(d);
     }
+    // The poison is set on the legacy stream, which stream_ does not wait for.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   ~Grads() {
     (void)cudaDeviceSynchronize();  // test teardown: nothing may still read the pinned sources
