@@ -158,7 +158,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitNcclWorld(const CommOptions& o
   int version = 0;
   (void)ncclGetVersion(&version);
   Log(LogLevel::kInfo, "nccl: rank %d of %d on device %d, NCCL %d", p.rank, p.size, *device, version);
-  return std::unique_ptr<Communicator>(std::make_unique<NcclComm>(comm, p.rank, p.size, *device, options));
+  // The device chosen, not -1: the reducer and shard groups put their streams
+  // and memory on options().cuda_device (else on whatever device is current
+  // in their caller's thread, which need not be this one).
+  CommOptions on_device = options;
+  on_device.cuda_device = *device;
+  return std::unique_ptr<Communicator>(std::make_unique<NcclComm>(comm, p.rank, p.size, *device, on_device));
 }
 
 [[maybe_unused]] const bool kRegistered =

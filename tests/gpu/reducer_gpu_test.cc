@@ -394,5 +394,37 @@ TEST_F(ReducerGpu, NcclOneRank) {
   for (float v : got) ASSERT_EQ(v, 1.0f);
 }
 
+// A reducer made in a thread whose current device is not the communicator's
+// must still live on the communicator's device (its config said -1: the
+// local rank's device): its stream, events and buckets next to NCCL's.
+TEST_F(ReducerGpu, NcclReducerLivesOnTheCommunicatorsDevice) {
+  int devices = 0;
+  WEFT_CUDA_OK(cudaGetDeviceCount(&devices));
+  if (devices < 2) GTEST_SKIP() << "needs 2 GPUs (a current device other than the communicator's); " << devices;
+  CommOptions co;
+  co.memory = MemKind::kCuda;
+  co.timeout_ms = 60000;
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = InitWorld(Backend::kNccl, co);
+  if (!comm.ok() && comm.status().code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "no NCCL backend here: " << comm.status();
+  }
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ASSERT_EQ((*comm)->options().cuda_device, 0);  // one rank: local rank 0
+  Grads g(Counts(), 9);
+  std::thread([&] {
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    auto r = Reducer::Create(comm->get(), g.Specs(), SmallBuckets());
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int i : Shuffled(g.size(), 60)) {
+      g.Produce(i, g.dev(i), stream_);
+      const absl::Status st = (*r)->MarkReady(i, g.dev(i), stream_);
+      ASSERT_TRUE(st.ok()) << st;
+    }
+    const absl::Status st = (*r)->Finalize(stream_);
+    ASSERT_TRUE(st.ok()) << st;
+    for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, g.dev(i), stream_), g.values(i), 1.0f, i);
+  }).join();
+}
+
 }  // namespace
 }  // namespace weft
