@@ -50,8 +50,18 @@ NcclComm::~NcclComm() {
   if (watchdog_.joinable()) watchdog_.join();
   DeviceGuard guard(device_);
   if (ncclComm_t c = comm_.exchange(nullptr); c != nullptr) {
-    const ncclResult_t r = ncclCommDestroy(c);
-    if (r != ncclSuccess) Log(LogLevel::kWarn, "nccl: ncclCommDestroy on rank %d: %s", rank(), ncclGetErrorString(r));
+    // After an asynchronous error (a peer died, a network fault) the
+    // operations in flight never complete, and ncclCommDestroy, which flushes
+    // them first, would wait forever: NCCL's answer to an async error is
+    // ncclCommAbort.
+    ncclResult_t async = ncclSuccess;
+    const bool broken =
+        !async_error().ok() || ncclCommGetAsyncError(c, &async) != ncclSuccess || async != ncclSuccess;
+    const ncclResult_t r = broken ? ncclCommAbort(c) : ncclCommDestroy(c);
+    if (r != ncclSuccess) {
+      Log(LogLevel::kWarn, "nccl: %s on rank %d: %s", broken ? "ncclCommAbort" : "ncclCommDestroy", rank(),
+          ncclGetErrorString(r));
+    }
   }
   if (barrier_stream_ != nullptr) (void)cudaStreamDestroy(barrier_stream_);
   if (barrier_buf_ != nullptr) (void)cudaFree(barrier_buf_);
