@@ -28,6 +28,7 @@
 #include "comm/registry.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/stream.h"
 #include "kernels/kernels.h"
 #include "shard/reducer.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -344,6 +345,26 @@ TEST_F(ReducerGpu, MarkReadyRefusesHostMemory) {
   const absl::Status st = (*r)->MarkReady(0, host.data(), stream_);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(std::string(st.message()).find("host memory"), std::string::npos) << st;
+}
+
+// A weft host stream is no cudaStream_t: MarkReady and Finalize refuse it
+// (the reducer would record and wait for events on it), and the refused
+// calls change nothing.
+TEST_F(ReducerGpu, RefusesWeftHostStreams) {
+  MirrorComm comm;
+  Grads g(Counts(), 10);
+  auto r = Reducer::Create(&comm, g.Specs(), SmallBuckets());
+  ASSERT_TRUE(r.ok()) << r.status();
+  HostStream hs;
+  absl::Status st = (*r)->MarkReady(0, g.dev(0), &hs);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(std::string(st.message()).find("weft host stream"), std::string::npos) << st;
+  st = (*r)->Finalize(&hs);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(std::string(st.message()).find("weft host stream"), std::string::npos) << st;
+  // The backward starts afresh and completes on a CUDA stream.
+  Backward(comm, **r, g, Shuffled(g.size(), 70), false, /*gate=*/false);
+  for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, g.dev(i), stream_), g.values(i), kMirrorAvg, i);
 }
 
 // The real NCCL backend, one rank: the average is the gradient itself, so
