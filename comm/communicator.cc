@@ -100,7 +100,15 @@ absl::Status Communicator::CheckBuffer(const char* what, const void* p, size_t b
 
 absl::Status Communicator::Issue(const char* name, void* stream, std::function<absl::Status()> op) {
   if (aborted()) return Aborted("%s: the communicator (rank %d) was aborted", name, rank_);
-  if (memory() == MemKind::kCuda) return Annotate(op(), name);  // ordered by the CUDA stream itself
+  if (memory() == MemKind::kCuda) {
+    // The backend would hand it to NCCL as a cudaStream_t (the kernels refuse it alike).
+    if (stream != nullptr && HostStream::Find(stream) != nullptr) {
+      return InvalidArgument("%s: stream = %p is a weft host stream, but this communicator (backend %s) works on "
+                             "CUDA memory: pass a cudaStream_t, or NULL for the legacy default stream", name, stream,
+                             Name(backend()));
+    }
+    return Annotate(op(), name);  // ordered by the CUDA stream itself
+  }
 
   HostStream* hs = nullptr;
   if (stream != nullptr) {

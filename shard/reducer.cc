@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "core/memory.h"
 #include "core/status.h"
+#include "core/stream.h"
 #include "shard/plan_check.h"
 #include "shard/reducer_state.h"
 #include "shard/staging.h"
@@ -41,6 +42,14 @@ absl::Status CheckOptions(const ReducerOptions& o) {
                            "a view of float32 gradients", Name(*o.comm_dtype));
   }
   return absl::OkStatus();
+}
+
+// A CUDA reducer records and waits for events on the caller's stream: a weft
+// host stream there would reach the CUDA runtime as a bogus cudaStream_t.
+absl::Status CheckCudaStream(void* stream) {
+  if (HostStream::Find(stream) == nullptr) return absl::OkStatus();
+  return InvalidArgument("stream = %p is a weft host stream, but the reducer's communicator works on CUDA memory: "
+                         "pass a cudaStream_t, or NULL for the legacy default stream", stream);
 }
 
 }  // namespace
@@ -164,6 +173,7 @@ absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {
     return InvalidArgument("stream = %p: for host memory pass NULL (the reducer overlaps on its own stream)",
                            stream);
   }
+  if (dev_) RETURN_IF_ERROR(CheckCudaStream(stream));
   if (grad == nullptr && spec.count > 0) {
     return InvalidArgument("grad is NULL for gradient %s of %zu elements", GradLabel(grads_, index), spec.count);
   }
@@ -234,6 +244,7 @@ absl::Status Reducer::Finalize(void* stream) {
   if (stream != nullptr && !dev_) {
     return InvalidArgument("stream = %p: for host memory pass NULL (Finalize blocks)", stream);
   }
+  if (dev_) RETURN_IF_ERROR(CheckCudaStream(stream));
   if (!sync_) return absl::OkStatus();
   const bool learning = options_.static_graph && iterations_ == 0;
   std::vector<int> missing, partial;

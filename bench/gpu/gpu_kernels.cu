@@ -185,6 +185,11 @@ void Upload(DeviceList& d, const std::vector<size_t>& sizes, const void* host, s
                           cudaMemcpyHostToDevice));
     at += sizes[i];
   }
+  // From pageable memory cudaMemcpy may return before the bytes reach the
+  // device, and the non-blocking stream the kernels run on does not wait for
+  // the legacy stream: without this, check_unflatten's run could read a
+  // gradient still being uploaded.
+  CHECK_CUDA(cudaDeviceSynchronize());
 }
 
 std::vector<unsigned char> Download(const void* dev, size_t bytes) {

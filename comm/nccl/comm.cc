@@ -50,8 +50,18 @@ NcclComm::~NcclComm() {
   if (watchdog_.joinable()) watchdog_.join();
   DeviceGuard guard(device_);
   if (ncclComm_t c = comm_.exchange(nullptr); c != nullptr) {
-    const ncclResult_t r = ncclCommDestroy(c);
-    if (r != ncclSuccess) Log(LogLevel::kWarn, "nccl: ncclCommDestroy on rank %d: %s", rank(), ncclGetErrorString(r));
+    // After an asynchronous error (a peer died, a network fault) the
+    // operations in flight never complete, and ncclCommDestroy, which flushes
+    // them first, would wait forever: NCCL's answer to an async error is
+    // ncclCommAbort.
+    ncclResult_t async = ncclSuccess;
+    const bool broken =
+        !async_error().ok() || ncclCommGetAsyncError(c, &async) != ncclSuccess || async != ncclSuccess;
+    const ncclResult_t r = broken ? ncclCommAbort(c) : ncclCommDestroy(c);
+    if (r != ncclSuccess) {
+      Log(LogLevel::kWarn, "nccl: %s on rank %d: %s", broken ? "ncclCommAbort" : "ncclCommDestroy", rank(),
+          ncclGetErrorString(r));
+    }
   }
   if (barrier_stream_ != nullptr) (void)cudaStreamDestroy(barrier_stream_);
   if (barrier_buf_ != nullptr) (void)cudaFree(barrier_buf_);
@@ -158,7 +168,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitNcclWorld(const CommOptions& o
   int version = 0;
   (void)ncclGetVersion(&version);
   Log(LogLevel::kInfo, "nccl: rank %d of %d on device %d, NCCL %d", p.rank, p.size, *device, version);
-  return std::unique_ptr<Communicator>(std::make_unique<NcclComm>(comm, p.rank, p.size, *device, options));
+  // The device chosen, not -1: the reducer and shard groups put their streams
+  // and memory on options().cuda_device (else on whatever device is current
+  // in their caller's thread, which need not be this one).
+  CommOptions on_device = options;
+  on_device.cuda_device = *device;
+  return std::unique_ptr<Communicator>(std::make_unique<NcclComm>(comm, p.rank, p.size, *device, on_device));
 }
 
 [[maybe_unused]] const bool kRegistered =

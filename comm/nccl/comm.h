@@ -12,6 +12,15 @@
 // polled by a watchdog thread (ncclCommGetAsyncError every kWatchdogMs) and
 // recorded as the communicator's async error; Abort() is ncclCommAbort.
 //
+// Arithmetic is NCCL's, which is not quite weft.h's weftAvg: NCCL adds
+// float16 and bfloat16 in their own type hop by hop, averages float16,
+// float32 and float64 by multiplying every input by 1/N rounded to that type
+// (float16: up to 2^-11 relative bias where N is not a power of two), and
+// integers by a sum that wraps in their own type, divided after. A bfloat16
+// average is therefore a sum followed by a scaling in float32 here
+// (collectives.cc): NCCL's 1/N in bfloat16 would bias every result by up to
+// 0.2%. With small-integer inputs (exact sums) and N a power of two all agree.
+//
 //   CommOptions o;
 //   o.memory = MemKind::kCuda;
 //   ASSIGN_OR_RETURN(auto comm, InitWorld(Backend::kNccl, o));
@@ -61,6 +70,9 @@ class NcclComm final : public Communicator {
 
   // OK, or the NCCL error as a status naming `what`, this rank and NCCL's last message.
   absl::Status Check(ncclResult_t r, const char* what) const;
+  // buf[0, count) *= 1/size() in float32, rounded once, on `stream` (the
+  // second half of a bfloat16 average: collectives.cc).
+  absl::Status ScaleByInverseSize(void* buf, size_t count, DataType t, void* stream, const char* what);
   // NCCL's asynchronous error as a status (OK when none). Needs mu_.
   absl::Status PollAsyncLocked();
   void Watchdog();

@@ -324,6 +324,11 @@ int CopyPlanCreate(const Segment* segments, size_t n, bool accumulate, DevicePla
     if (e == cudaSuccess) {
       e = cudaMemcpy(dev_owner, owner.data(), owner.size() * sizeof(uint32_t), cudaMemcpyHostToDevice);
     }
+    // From pageable memory, cudaMemcpy returns once the bytes are staged, not
+    // once they are in device memory (CUDA's "API synchronization behavior"),
+    // and a run on a non-blocking stream is not ordered after the legacy
+    // stream's copy: wait for it, or the first run may read a partial table.
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
     if (e != cudaSuccess) {
       (void)cudaFree(plan->table);
       return e;

@@ -71,7 +71,10 @@ class DeviceBuffer {
 
   void Upload(const kernels::testing::Buffer& host) {
     if (base_ == nullptr || bytes() == 0) return;
-    const cudaError_t e = cudaMemcpy(data(), host.data(), bytes(), cudaMemcpyHostToDevice);
+    cudaError_t e = cudaMemcpy(data(), host.data(), bytes(), cudaMemcpyHostToDevice);
+    // From pageable memory cudaMemcpy may return before the bytes reach the
+    // device, and the streams under test do not wait for the legacy stream.
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) ADD_FAILURE() << "upload: " << cudaGetErrorString(e);
   }
   void Download(kernels::testing::Buffer& host) {

@@ -262,6 +262,7 @@ TEST_F(CudaKernels, UnscaleFlagsOnlyNonFiniteResults) {
       WEFT_CUDA_OK(cudaMalloc(&dflag, sizeof(int)));
       const int start = 5;  // "untouched" must mean untouched, not reset to 0
       WEFT_CUDA_OK(cudaMemcpy(dflag, &start, sizeof(int), cudaMemcpyHostToDevice));
+      WEFT_CUDA_OK(cudaDeviceSynchronize());  // stream_ does not wait for the legacy stream's copy
       const float inv_scale = finite ? 0.5f : 1.0f / 65536.0f;
       ASSERT_TRUE(UnscaleCheckFinite(d.refs, inv_scale, dflag, stream_).ok());
       Sync();
@@ -305,6 +306,7 @@ TEST_F(CudaKernels, L2NormMatchesReferenceBitForBit) {
     reference::L2Norm(Refs(tensors), want.data(), &want.back());
     for (int run = 0; run < 3; ++run) {  // the same bits every run
       WEFT_CUDA_OK(cudaMemset(dout, 0xA5, (sizes.size() + 1) * sizeof(float)));
+      WEFT_CUDA_OK(cudaDeviceSynchronize());  // the poison lands before the norm writes, not after
       ASSERT_TRUE(L2Norm(d.refs, dout, dout + sizes.size(), stream_).ok());
       Sync();
       std::vector<float> got(sizes.size() + 1);
@@ -322,6 +324,7 @@ TEST_F(CudaKernels, L2NormOfNothingIsZero) {
   float* dtotal = nullptr;
   WEFT_CUDA_OK(cudaMalloc(&dtotal, sizeof(float)));
   WEFT_CUDA_OK(cudaMemset(dtotal, 0xA5, sizeof(float)));
+  WEFT_CUDA_OK(cudaDeviceSynchronize());
   ASSERT_TRUE(L2Norm({}, nullptr, dtotal, stream_).ok());
   Sync();
   float total = -1.0f;
@@ -661,6 +664,42 @@ TEST_F(CudaKernels, PlanRunsCapturedInACudaGraph) {
   }
   (void)cudaGraphExecDestroy(exec);
   (void)cudaGraphDestroy(graph);
+}
+
+// Creation uploads the launch table from pageable host memory, where
+// cudaMemcpy may return before the bytes reach the device; a run enqueued at
+// once on a non-blocking stream (nothing on the legacy stream in between)
+// must still see the whole table. 40,000 runs make a table of about 1.5 MB,
+// so the tail of the upload is what a run would read before it landed.
+TEST_F(CudaKernels, PlanRunRightAfterCreationSeesTheWholeTable) {
+  std::mt19937_64 rng(115);
+  std::uniform_int_distribution<size_t> size(1, 6);
+  std::vector<size_t> sizes(40000);
+  for (size_t& n : sizes) n = size(rng);
+  Buffer src(DataType::kFloat32, Total(sizes), 1);
+  FillRandom(src, rng);
+  DeviceBuffer dsrc(src);
+  std::vector<TensorRef> hrefs, drefs;
+  size_t at = 0;
+  for (size_t n : sizes) {
+    hrefs.push_back({static_cast<float*>(src.data()) + at, n, DataType::kFloat32});
+    drefs.push_back({static_cast<float*>(dsrc.data()) + at, n, DataType::kFloat32});
+    at += n;
+  }
+  Buffer want(DataType::kBfloat16, Total(sizes), 0);
+  want.Poison();
+  reference::Flatten(hrefs, want.data(), DataType::kBfloat16, nullptr, 0.5f);
+  for (int rep = 0; rep < 5; ++rep) {
+    Buffer got(DataType::kBfloat16, Total(sizes), 0);
+    got.Poison();
+    DeviceBuffer dgot(got);
+    absl::StatusOr<CopyPlan> plan = CopyPlan::Flatten(drefs, dgot.data(), DataType::kBfloat16, nullptr);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_TRUE(plan->Run(0.5f, stream_).ok());
+    Sync();
+    dgot.Download(got);
+    ExpectSame(got, want, "a run right after creation, try " + std::to_string(rep));
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/nccl/comm.h"
 #include "comm/registry.h"
 #include "core/cuda/runtime.h"
 #include "weft/weft.h"
@@ -96,6 +97,9 @@ class Nccl : public ::testing::Test {
     if (!in_place) {
       EXPECT_EQ(cudaMemset(recv, 0xA5, bytes + 16), cudaSuccess);  // poison
     }
+    // The legacy stream's copy and memset may still be running (from pageable
+    // memory cudaMemcpy returns once staged), and stream_ does not wait for them.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const absl::Status s = op(send, recv);
     EXPECT_TRUE(s.ok()) << s;
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
@@ -173,6 +177,34 @@ TEST_F(Nccl, SplitBarrierAndHostPointerRefusal) {
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
   EXPECT_NE(std::string(bad.message()).find("host memory"), std::string::npos) << bad;
   EXPECT_TRUE(comm_->Barrier().ok()) << "a bad argument must leave the communicator usable";
+  EXPECT_TRUE(comm_->async_error().ok()) << comm_->async_error();
+}
+
+// config cuda_device -1 asks for the local rank's device; the communicator's
+// options must then name the device chosen, because the reducer and shard
+// groups put their streams and memory on options().cuda_device (on -1 they
+// would take whatever device is current in their caller's thread, and NCCL
+// would get streams of another device). Split communicators keep it.
+TEST_F(Nccl, OptionsNameTheDeviceChosen) {
+  ASSERT_EQ(CudaOptions().cuda_device, -1);
+  auto* nccl = dynamic_cast<nccl::NcclComm*>(comm_.get());
+  ASSERT_NE(nccl, nullptr);
+  EXPECT_GE(nccl->device(), 0);
+  EXPECT_EQ(comm_->options().cuda_device, nccl->device());
+  absl::StatusOr<std::unique_ptr<Communicator>> sub = comm_->Split(0, 0);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  ASSERT_NE(sub->get(), nullptr);
+  EXPECT_EQ((*sub)->options().cuda_device, nccl->device());
+}
+
+// A zero-count call may pass NULL buffers (an empty bucket, an empty shard):
+// NCCL must see nothing to do, not a bad pointer.
+TEST_F(Nccl, ZeroCountCallsTakeNullBuffers) {
+  EXPECT_TRUE(comm_->AllReduce(nullptr, nullptr, 0, DataType::kBfloat16, RedOp::kAvg, stream_).ok());
+  EXPECT_TRUE(comm_->ReduceScatter(nullptr, nullptr, 0, DataType::kFloat32, RedOp::kSum, stream_).ok());
+  EXPECT_TRUE(comm_->AllGather(nullptr, nullptr, 0, DataType::kFloat16, stream_).ok());
+  EXPECT_TRUE(comm_->Broadcast(nullptr, nullptr, 0, DataType::kInt64, 0, stream_).ok());
+  WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
   EXPECT_TRUE(comm_->async_error().ok()) << comm_->async_error();
 }
 

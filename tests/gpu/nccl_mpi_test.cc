@@ -78,6 +78,7 @@ TEST_F(NcclMpi, AllReduceSumIsExactAndIdenticalOnEveryRank) {
       void* d = nullptr;
       WEFT_CUDA_OK(cudaMalloc(&d, in.size()));
       WEFT_CUDA_OK(cudaMemcpy(d, in.data(), in.size(), cudaMemcpyHostToDevice));
+      WEFT_CUDA_OK(cudaDeviceSynchronize());  // stream_ does not wait for the legacy stream's copy
       const absl::Status s = comm_->AllReduce(d, d, count, t, RedOp::kSum, stream_);
       ASSERT_TRUE(s.ok()) << s;
       WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
@@ -87,6 +88,44 @@ TEST_F(NcclMpi, AllReduceSumIsExactAndIdenticalOnEveryRank) {
       EXPECT_EQ(got, want) << Name(t) << " count " << count << " on rank " << me;
     }
   }
+}
+
+// A bfloat16 average is the exact sum (small integers) scaled by 1/N in
+// float32 and rounded once, in all-reduce and reduce-scatter alike. NCCL's
+// own ncclAvg multiplies each input by 1/N rounded to bfloat16 first, which
+// for N = 3 (1/3 -> 0.33398) gives other bits for most elements.
+TEST_F(NcclMpi, Bfloat16AverageIsTheSumScaledOnce) {
+  const int n = comm_->size(), me = comm_->rank();
+  const DataType t = DataType::kBfloat16;
+  const size_t block = 4099;
+  const std::vector<unsigned char> in = RankInput(t, block * n, me);
+  std::vector<unsigned char> want(in.size());
+  for (size_t i = 0; i < block * n; ++i) {
+    double s = 0;
+    for (int r = 0; r < n; ++r) s += Value(i, r);
+    Store(t, want.data(), i, static_cast<double>(static_cast<float>(s) * (1.0f / static_cast<float>(n))));
+  }
+  void* dsend = nullptr;
+  void* drecv = nullptr;
+  WEFT_CUDA_OK(cudaMalloc(&dsend, in.size()));
+  WEFT_CUDA_OK(cudaMalloc(&drecv, in.size()));
+  WEFT_CUDA_OK(cudaMemcpy(dsend, in.data(), in.size(), cudaMemcpyHostToDevice));
+  WEFT_CUDA_OK(cudaDeviceSynchronize());  // stream_ does not wait for the legacy stream's copy
+  ASSERT_TRUE(comm_->AllReduce(dsend, drecv, block * n, t, RedOp::kAvg, stream_).ok());
+  WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
+  std::vector<unsigned char> got(in.size());
+  WEFT_CUDA_OK(cudaMemcpy(got.data(), drecv, got.size(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(got, want) << "all_reduce avg on rank " << me << " of " << n;
+
+  ASSERT_TRUE(comm_->ReduceScatter(dsend, drecv, block, t, RedOp::kAvg, stream_).ok());
+  WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
+  std::vector<unsigned char> mine(block * ElementSize(t));
+  WEFT_CUDA_OK(cudaMemcpy(mine.data(), drecv, mine.size(), cudaMemcpyDeviceToHost));
+  const auto own = want.begin() + static_cast<std::ptrdiff_t>(me * block * ElementSize(t));
+  EXPECT_EQ(mine, std::vector<unsigned char>(own, own + static_cast<std::ptrdiff_t>(mine.size())))
+      << "reduce_scatter avg on rank " << me << " of " << n;
+  (void)cudaFree(dsend);
+  (void)cudaFree(drecv);
 }
 
 TEST_F(NcclMpi, ReduceScatterAllGatherBroadcastAndSplit) {
@@ -101,6 +140,7 @@ TEST_F(NcclMpi, ReduceScatterAllGatherBroadcastAndSplit) {
   WEFT_CUDA_OK(cudaMalloc(&dsend, in.size()));
   WEFT_CUDA_OK(cudaMalloc(&drecv, in.size()));
   WEFT_CUDA_OK(cudaMemcpy(dsend, in.data(), in.size(), cudaMemcpyHostToDevice));
+  WEFT_CUDA_OK(cudaDeviceSynchronize());  // stream_ does not wait for the legacy stream's copy
   ASSERT_TRUE(comm_->ReduceScatter(dsend, drecv, block, t, RedOp::kSum, stream_).ok());
   WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
   std::vector<unsigned char> got(block * es), want(block * es);

@@ -28,6 +28,7 @@
 #include "comm/registry.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/stream.h"
 #include "kernels/kernels.h"
 #include "shard/reducer.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -143,6 +144,8 @@ class Grads {
       EXPECT_EQ(cudaMemset(d, 0xff, c * sizeof(float)), cudaSuccess);  // NaN
       dev_.push_back(d);
     }
+    // The poison is set on the legacy stream, which stream_ does not wait for.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   ~Grads() {
     (void)cudaDeviceSynchronize();  // test teardown: nothing may still read the pinned sources
@@ -344,6 +347,26 @@ TEST_F(ReducerGpu, MarkReadyRefusesHostMemory) {
   EXPECT_NE(std::string(st.message()).find("host memory"), std::string::npos) << st;
 }
 
+// A weft host stream is no cudaStream_t: MarkReady and Finalize refuse it
+// (the reducer would record and wait for events on it), and the refused
+// calls change nothing.
+TEST_F(ReducerGpu, RefusesWeftHostStreams) {
+  MirrorComm comm;
+  Grads g(Counts(), 10);
+  auto r = Reducer::Create(&comm, g.Specs(), SmallBuckets());
+  ASSERT_TRUE(r.ok()) << r.status();
+  HostStream hs;
+  absl::Status st = (*r)->MarkReady(0, g.dev(0), &hs);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(std::string(st.message()).find("weft host stream"), std::string::npos) << st;
+  st = (*r)->Finalize(&hs);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(std::string(st.message()).find("weft host stream"), std::string::npos) << st;
+  // The backward starts afresh and completes on a CUDA stream.
+  Backward(comm, **r, g, Shuffled(g.size(), 70), false, /*gate=*/false);
+  for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, g.dev(i), stream_), g.values(i), kMirrorAvg, i);
+}
+
 // The real NCCL backend, one rank: the average is the gradient itself, so
 // the inputs are chosen to round in bfloat16 (1 + 2^-10 -> 1): the result
 // shows the copy-in and copy-out ran, on the right streams.
@@ -390,6 +413,38 @@ TEST_F(ReducerGpu, NcclOneRank) {
   ASSERT_TRUE((*r)->Finalize(stream_).ok());
   const std::vector<float> got = g.Read(0, g.dev(0), stream_);
   for (float v : got) ASSERT_EQ(v, 1.0f);
+}
+
+// A reducer made in a thread whose current device is not the communicator's
+// must still live on the communicator's device (its config said -1: the
+// local rank's device): its stream, events and buckets next to NCCL's.
+TEST_F(ReducerGpu, NcclReducerLivesOnTheCommunicatorsDevice) {
+  int devices = 0;
+  WEFT_CUDA_OK(cudaGetDeviceCount(&devices));
+  if (devices < 2) GTEST_SKIP() << "needs 2 GPUs (a current device other than the communicator's); " << devices;
+  CommOptions co;
+  co.memory = MemKind::kCuda;
+  co.timeout_ms = 60000;
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = InitWorld(Backend::kNccl, co);
+  if (!comm.ok() && comm.status().code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "no NCCL backend here: " << comm.status();
+  }
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ASSERT_EQ((*comm)->options().cuda_device, 0);  // one rank: local rank 0
+  Grads g(Counts(), 9);
+  std::thread([&] {
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    auto r = Reducer::Create(comm->get(), g.Specs(), SmallBuckets());
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int i : Shuffled(g.size(), 60)) {
+      g.Produce(i, g.dev(i), stream_);
+      const absl::Status st = (*r)->MarkReady(i, g.dev(i), stream_);
+      ASSERT_TRUE(st.ok()) << st;
+    }
+    const absl::Status st = (*r)->Finalize(stream_);
+    ASSERT_TRUE(st.ok()) << st;
+    for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, g.dev(i), stream_), g.values(i), 1.0f, i);
+  }).join();
 }
 
 }  // namespace

@@ -1,0 +1,48 @@
+// A communicator on CUDA memory (NCCL) takes a cudaStream_t: a weft host
+// stream (weftStream_t) given to one of its collectives is refused by the
+// checked entry point, as the kernels refuse it, instead of reaching NCCL
+// as a bogus cudaStream_t. Runs on any machine: the calls move 0 elements
+// (no buffer to classify), and the backend fails the test if reached.
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "capi/handles.h"
+#include "comm/communicator.h"
+#include "core/stream.h"
+#include "tests/unit/unreachable_cuda_comm.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+void ExpectHostStreamRefused(const absl::Status& s, const char* what) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what << ": " << s;
+  EXPECT_NE(std::string(s.message()).find("weft host stream"), std::string::npos) << what << ": " << s;
+  EXPECT_NE(std::string(s.message()).find("cudaStream_t"), std::string::npos) << what << ": " << s;
+}
+
+TEST(CudaComm, CollectivesRefuseAWeftHostStream) {
+  UnreachableCudaComm comm(2, "the communicator's stream check");
+  HostStream hs;
+  ExpectHostStreamRefused(comm.AllReduce(nullptr, nullptr, 0, DataType::kFloat32, RedOp::kSum, &hs), "all_reduce");
+  ExpectHostStreamRefused(comm.ReduceScatter(nullptr, nullptr, 0, DataType::kBfloat16, RedOp::kAvg, &hs),
+                          "reduce_scatter");
+  ExpectHostStreamRefused(comm.AllGather(nullptr, nullptr, 0, DataType::kFloat16, &hs), "all_gather");
+  ExpectHostStreamRefused(comm.Broadcast(nullptr, nullptr, 0, DataType::kInt64, 1, &hs), "broadcast");
+}
+
+TEST(CudaComm, TheCAbiRefusesAWeftHostStream) {
+  weftComm_t comm = capi::NewHandle(std::make_unique<UnreachableCudaComm>(2, "weftAllReduce's stream check"));
+  weftStream_t stream = nullptr;
+  ASSERT_EQ(weftStreamCreate(&stream), weftSuccess);
+  EXPECT_EQ(weftAllReduce(nullptr, nullptr, 0, weftFloat32, weftSum, comm, stream), weftInvalidArgument);
+  const std::string err = weftGetLastError();
+  EXPECT_NE(err.find("weft host stream"), std::string::npos) << err;
+  EXPECT_EQ(weftStreamDestroy(stream), weftSuccess);
+  EXPECT_EQ(weftCommDestroy(comm), weftSuccess);
+}
+
+}  // namespace
+}  // namespace weft
