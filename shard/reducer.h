@@ -87,9 +87,11 @@ struct ReducerOptions {
 struct ReducerStats {
   double comm_seconds = 0;  // since the last ResetStats; host memory only (0 on CUDA)
   int64_t buckets_launched = 0;  // buckets whose last segment was launched (empty ones have none)
-  // Host memory: launches that had to make their segment's copy plans
-  // (copy-in and copy-out) because the gradient pointers differed from the
-  // segment's last launch; stays flat while the framework reuses its buffers.
+  // Launches that had to make their segment's copy plans (copy-in and
+  // copy-out) because the gradient pointers differed from those the plans
+  // were made for; stays flat while the framework reuses its buffers. CUDA:
+  // only pointers that also came in at the bucket's previous launch get
+  // plans (shard/reducer_state.h, SegmentCopies); others run one-shot copies.
   int64_t copy_plans_built = 0;
   // Host memory, separate buffers: segments averaged inside their gradient
   // (shard/reducer.h, "in place"), with no copy in or out.
@@ -164,9 +166,12 @@ class Reducer {
   void Launch(int b, size_t k);  // enqueues segment k of bucket b: copy-in, all-reduce, copy-out
   void Pieces(int b, size_t k, CopyList& part) const;  // the marked gradients' pieces inside segment k
   const SegmentCopies& Copies(int b, size_t k);  // host: segment k's plans, rebuilt if the pointers changed
+  void MakeCopies(int b, size_t k, SegmentCopies& c);  // c's plans for the pointers marked now
+  void* CopyKey(int b, size_t s) const;  // slot s's pointer in its segments' plan key
+  void RetireCopies(SegmentCopies& c);   // drops c's plans (CUDA: to dev_, see DeviceSide::Retire)
   int WholeSlot(int b, size_t k) const;  // host: the slot segment k lies wholly inside (in place), or -1
   void LaunchOnHost(int b, size_t k, unsigned char* at, size_t n);
-  void LaunchOnDevice(int b, std::shared_ptr<CopyList> part, unsigned char* at, size_t n);
+  void LaunchOnDevice(int b, unsigned char* at, size_t n);
   void ZeroSlot(int g);                 // a gradient that took no part contributes zeros
   void RestoreUnusedEverywhere();       // after the used-bitmap: view mode's unused slots get their values back
   // Bucket memory, in place: memset/memcpy on host, on the comm stream on CUDA.

@@ -124,8 +124,13 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
         bs->slot_seg_end[s] = j + 1;
       }
     }
-    if (!dev_) bs->copies.resize(segments);
+    bs->copies.resize(segments);
     buckets.push_back(std::move(bs));
+  }
+  // CUDA: the old buckets' plans may still be queued on the comm stream
+  // (DeviceSide::Retire).
+  for (auto& old : buckets_) {
+    for (SegmentCopies& c : old->copies) RetireCopies(c);
   }
   // The old slots hold the last averages (a view's value, or the only copy
   // of a gradient unused here): carry them over into the new layout.
@@ -208,9 +213,7 @@ void Reducer::Launch(int b, size_t k) {
   const size_t s0 = bs.segs[k].begin, s1 = bs.segs[k].end;
   unsigned char* at = bs.buf->data + s0 * ElementSize(bs.layout.dtype);
   if (dev_) {
-    auto part = std::make_shared<CopyList>();
-    Pieces(b, k, *part);
-    LaunchOnDevice(b, std::move(part), at, s1 - s0);
+    LaunchOnDevice(b, at, s1 - s0);
   } else {
     LaunchOnHost(b, k, at, s1 - s0);
   }
@@ -230,31 +233,36 @@ void Reducer::Pieces(int b, size_t k, CopyList& part) const {
   }
 }
 
+void* Reducer::CopyKey(int b, size_t s) const {
+  const int g = buckets_[b]->layout.grads[s];
+  // An empty gradient's pointer is anything (PyTorch gives an empty tensor
+  // no storage) and copies nothing: it is left out of the comparison.
+  return grads_[g].count == 0 ? nullptr : ptr_[g];
+}
+
 // O(slots in the segment) when the pointers are those of the last launch:
-// one comparison each. Otherwise the plans are made afresh (the one-shot
-// kernels' checks, once); a refused plan is noted and the segment copies
-// nothing, but its all-reduce still runs so the other ranks are not left
-// waiting.
+// one comparison each.
 const SegmentCopies& Reducer::Copies(int b, size_t k) {
   BucketState& bs = *buckets_[b];
   SegmentCopies& c = bs.copies[k];
   const size_t first = bs.seg_slot[k], end = std::max(first, bs.seg_slot_end[k]);
-  // An empty gradient's pointer is anything (PyTorch gives an empty tensor
-  // no storage) and copies nothing: it is left out of the comparison.
-  auto key = [&](size_t s) {
-    const int g = bs.layout.grads[s];
-    return grads_[g].count == 0 ? nullptr : ptr_[g];
-  };
-  bool same = c.built && c.ptrs.size() == end - first;
-  for (size_t s = first; same && s < end; ++s) same = c.ptrs[s - first] == key(s);
-  if (same) return c;
-  c.ptrs.clear();
-  for (size_t s = first; s < end; ++s) c.ptrs.push_back(key(s));
+  auto key = [&](size_t s) { return CopyKey(b, s); };
+  if (!c.built || !SegmentCopies::Holds(c.ptrs, first, end, key)) MakeCopies(b, k, c);
+  return c;
+}
+
+// The one-shot kernels' checks, once. A refused plan is noted and the
+// segment copies nothing, but its all-reduce still runs so the other ranks
+// are not left waiting.
+void Reducer::MakeCopies(int b, size_t k, SegmentCopies& c) {
+  BucketState& bs = *buckets_[b];
+  const size_t first = bs.seg_slot[k], end = std::max(first, bs.seg_slot_end[k]);
+  SegmentCopies::Fill(c.ptrs, first, end, [&](size_t s) { return CopyKey(b, s); });
+  RetireCopies(c);
   c.built = true;
-  c.in = c.out = kernels::CopyPlan();
   CopyList part;
   Pieces(b, k, part);
-  if (part.tensors.empty()) return c;  // views and unused gradients only: nothing to copy
+  if (part.tensors.empty()) return;  // views and unused gradients only: nothing to copy
   const Bucket& bk = bs.layout;
   unsigned char* at = bs.buf->data + bs.segs[k].begin * ElementSize(bk.dtype);
   absl::StatusOr<kernels::CopyPlan> in = kernels::CopyPlan::Flatten(part.tensors, at, bk.dtype, part.offsets.data());
@@ -263,13 +271,23 @@ const SegmentCopies& Reducer::Copies(int b, size_t k) {
   if (!in.ok() || !out.ok()) {
     Note(in.ok() ? out.status() : in.status());
     c.built = false;
-    return c;
+    return;
   }
   c.in = *std::move(in);
   c.out = *std::move(out);
   std::lock_guard<std::mutex> lock(stats_->mu);
   ++stats_->value.copy_plans_built;
-  return c;
+}
+
+// Host plans may simply be dropped: their tasks hold copies. A device run
+// may still be queued on the comm stream, and the last copy of a device plan
+// waits for the whole device when destroyed, so those go to dev_.
+void Reducer::RetireCopies(SegmentCopies& c) {
+  if (dev_) {
+    dev_->Retire(std::move(c.in));
+    dev_->Retire(std::move(c.out));
+  }
+  c.in = c.out = kernels::CopyPlan();
 }
 
 // A host segment that lies wholly inside one gradient of the bucket's type
@@ -345,17 +363,38 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
 // Everything is enqueued on the comm stream after the producers of the
 // bucket's gradients (their events), and the all-reduce is issued even when
 // a copy failed to launch, so the other ranks are not left waiting for it.
-void Reducer::LaunchOnDevice(int b, std::shared_ptr<CopyList> part, unsigned char* at, size_t n) {
-  const Bucket& bk = buckets_[b]->layout;
+// A bucket is one segment; its copies run from plans when its pointers are
+// those of its previous launch (shard/reducer_state.h, SegmentCopies), else
+// as one-shot kernels, which check and lay out every piece on the host.
+void Reducer::LaunchOnDevice(int b, unsigned char* at, size_t n) {
+  BucketState& bs = *buckets_[b];
+  const Bucket& bk = bs.layout;
   const BucketMath m = Math(bk);
   void* const s = dev_->stream();
+  SegmentCopies& c = bs.copies[0];
+  const size_t first = bs.seg_slot[0], end = std::max(first, bs.seg_slot_end[0]);
+  auto key = [&](size_t slot) { return CopyKey(b, slot); };
+  bool planned = c.built && SegmentCopies::Holds(c.ptrs, first, end, key);
+  if (!planned && SegmentCopies::Holds(c.seen, first, end, key)) {
+    MakeCopies(b, 0, c);
+    planned = true;  // refused: noted, and c copies nothing
+  }
+  CopyList part;  // otherwise: the one-shot kernels' pieces
+  if (!planned) {
+    SegmentCopies::Fill(c.seen, first, end, key);
+    Pieces(b, 0, part);
+  }
   Note(dev_->WaitProduced(bk.grads));
-  if (!part->tensors.empty()) {
-    Note(kernels::Flatten(part->tensors, at, bk.dtype, part->offsets.data(), m.scale_in, s));
+  if (planned) {
+    Note(c.in.Run(m.scale_in, s));
+  } else if (!part.tensors.empty()) {
+    Note(kernels::Flatten(part.tensors, at, bk.dtype, part.offsets.data(), m.scale_in, s));
   }
   Note(comm_->AllReduce(at, at, n, bk.dtype, m.op, s));
-  if (!part->tensors.empty()) {
-    Note(kernels::Unflatten(at, bk.dtype, part->offsets.data(), part->tensors, m.scale_out, false, s));
+  if (planned) {
+    Note(c.out.Run(m.scale_out, s));
+  } else if (!part.tensors.empty()) {
+    Note(kernels::Unflatten(at, bk.dtype, part.offsets.data(), part.tensors, m.scale_out, false, s));
   }
   std::lock_guard<std::mutex> lock(stats_->mu);
   ++stats_->value.buckets_launched;

@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<DeviceSide>> DeviceSide::Create(int device, int n
 DeviceSide::~DeviceSide() {
   DeviceScope on(rt_, device_);
   if (stream_ != nullptr) (void)rt_->SynchronizeStream(stream_);
+  retired_.clear();  // nothing on the comm stream can run them now
   for (void* e : events_) {
     if (e != nullptr) rt_->DestroyEvent(e);
   }
@@ -69,6 +70,12 @@ absl::Status DeviceSide::Handoff(void* caller) {
 }
 
 absl::Status DeviceSide::Synchronize() { return rt_->SynchronizeStream(stream_); }
+
+void DeviceSide::Retire(kernels::CopyPlan plan) {
+  if (plan.elements() == 0) return;  // holds no device memory
+  if (retired_.size() >= kMaxRetired) retired_.clear();
+  retired_.push_back(std::move(plan));
+}
 
 absl::StatusOr<void*> DeviceSide::Alloc(size_t bytes) {
   ASSIGN_OR_RETURN(void* p, rt_->AllocAsync(bytes, stream_));

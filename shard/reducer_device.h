@@ -16,7 +16,11 @@
 //                           after the last copy-out (Handoff).
 // Bucket memory comes from the device's stream-ordered pool on the comm
 // stream, zero-filled there, and goes back to it on the comm stream (at a
-// rebuild, after the old slots were copied over, and at Destroy).
+// rebuild, after the old slots were copied over, and at Destroy). Copy plans
+// the reducer replaced (new gradient pointers) are kept here (Retire): a run
+// of them may still be queued on the comm stream, and destroying a device
+// plan waits for the whole device (kernels/copy_plan.h), which the hot path
+// must not do at every change of pointers.
 //
 //   ASSIGN_OR_RETURN(auto dev, DeviceSide::Create(device, num_grads));
 //   RETURN_IF_ERROR(dev->Produced(g, caller_stream));    // MarkReady
@@ -33,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/device_runtime.h"
+#include "kernels/copy_plan.h"
 
 namespace weft {
 namespace shard {
@@ -61,6 +66,14 @@ class DeviceSide {
   // Blocks the host until the comm stream's work so far is done.
   absl::Status Synchronize();
 
+  // Keeps a replaced copy plan until destruction, when the comm stream has
+  // finished. Past kMaxRetired plans all of them are destroyed at once: one
+  // wait for the whole device (cudaDeviceSynchronize, in the plans'
+  // destructor) per kMaxRetired / 2 rebuilds of a bucket's plan pair, which
+  // bounds the device memory their launch tables hold.
+  void Retire(kernels::CopyPlan plan);
+  static constexpr size_t kMaxRetired = 32;
+
   // Zero-filled device memory, ordered on the comm stream.
   absl::StatusOr<void*> Alloc(size_t bytes);
   void Free(void* p);  // after the comm stream's work so far
@@ -78,6 +91,7 @@ class DeviceSide {
   std::vector<void*> producer_;     // per gradient: the caller stream of its latest mark
   std::vector<uint64_t> marked_at_; // per gradient: when (a counter), to find each stream's latest event
   uint64_t marks_ = 0;
+  std::vector<kernels::CopyPlan> retired_;
 };
 
 }  // namespace shard

@@ -33,19 +33,46 @@ struct Reducer::Buffer {
   Buffer() = default;
 };
 
-// A host segment's copy-in and copy-out, checked and cut into tasks once
-// (kernels/copy_plan.h) and reused while the same gradient pointers come in.
-// Frameworks may hand a gradient in fresh memory any step (PyTorch's
-// zero_grad(set_to_none=True)), so before each launch the pointers marked this
-// backward are compared with `ptrs`, one per slot overlapping the segment:
-// any difference (a new address, a view, an unused gradient) rebuilds both.
-// Dtypes, the bucket buffer and its scales are fixed for the life of the
-// bucket (a rebuild makes new buckets), so the pointers are the whole key.
+// A segment's copy-in and copy-out, checked once (kernels/copy_plan.h: on
+// host memory cut into tasks, on CUDA memory a launch table uploaded to the
+// device) and reused while the same gradient pointers come in. Frameworks
+// may hand a gradient in fresh memory any step (PyTorch's
+// zero_grad(set_to_none=True)), so before each launch the pointers marked
+// this backward are compared with `ptrs`, one per slot overlapping the
+// segment: any difference (a new address, a view, an unused gradient)
+// rebuilds both. Dtypes, the bucket buffer and its scales are fixed for the
+// life of the bucket (a rebuild makes new buckets; scales are given at each
+// Run), so the pointers are the whole key.
+//
+// CUDA (a bucket is one segment): making a device plan costs a host wait
+// (kernels/cuda/copy.cu uploads the table with cudaMemcpy and waits for the
+// legacy default stream, where frameworks run backward), so plans are made
+// only for pointers that `seen` also held, those of the bucket's previous
+// launch; other launches run the one-shot kernels. Pointers that change
+// every step thus cost what they did before plans, and steady ones one
+// build. Replaced device plans go to DeviceSide::Retire, not to their
+// destructor, which would wait for the whole device.
 struct SegmentCopies {
-  std::vector<void*> ptrs;  // what ptr_ held for those slots when built
+  std::vector<void*> ptrs;  // what the slots' pointers were when built
+  std::vector<void*> seen;  // CUDA: what they were at the last launch, planned or not
   bool built = false;
   kernels::CopyPlan in;     // the gradients' pieces into the segment
   kernels::CopyPlan out;    // and back out
+
+  // Whether `v` holds key(s) for the slots s in [first, end).
+  template <class Key>
+  static bool Holds(const std::vector<void*>& v, size_t first, size_t end, const Key& key) {
+    if (v.size() != end - first) return false;
+    for (size_t s = first; s < end; ++s) {
+      if (v[s - first] != key(s)) return false;
+    }
+    return true;
+  }
+  template <class Key>
+  static void Fill(std::vector<void*>& v, size_t first, size_t end, const Key& key) {
+    v.clear();
+    for (size_t s = first; s < end; ++s) v.push_back(key(s));
+  }
 };
 
 struct Reducer::BucketState {
@@ -59,7 +86,7 @@ struct Reducer::BucketState {
   std::vector<size_t> seg_slot, seg_slot_end;
   // Per slot: the segments it overlaps, [slot_seg[s], slot_seg_end[s]).
   std::vector<size_t> slot_seg, slot_seg_end;
-  std::vector<SegmentCopies> copies;  // per segment; host memory only
+  std::vector<SegmentCopies> copies;  // per segment
   size_t segments() const { return seg_grads.size(); }
 };
 

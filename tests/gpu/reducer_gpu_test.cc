@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -222,11 +223,17 @@ class ReducerGpu : public ::testing::Test {
   // returned. (No gate when Finalize waits for the comm stream by design:
   // the first backward's bucket rebuild, and find_unused's bitmap.)
   void Backward(MirrorComm& comm, Reducer& r, const Grads& g, const std::vector<int>& order, bool view, bool gate) {
+    std::vector<void*> where(g.size());
+    for (int i = 0; i < g.size(); ++i) where[i] = view ? r.GradSlot(i).value() : g.dev(i);
+    BackwardAt(comm, r, g, where, order, gate);
+  }
+  // The same with gradient i (g's values) produced and marked at where[i].
+  void BackwardAt(MirrorComm& comm, Reducer& r, const Grads& g, const std::vector<void*>& where,
+                  const std::vector<int>& order, bool gate) {
     if (gate) comm.CloseGate();
     for (int i : order) {
-      void* where = view ? r.GradSlot(i).value() : g.dev(i);
-      g.Produce(i, where, stream_);
-      ASSERT_TRUE(r.MarkReady(i, where, stream_).ok());
+      g.Produce(i, where[i], stream_);
+      ASSERT_TRUE(r.MarkReady(i, where[i], stream_).ok());
     }
     const absl::Status st = r.Finalize(stream_);
     comm.OpenGate();  // had Finalize waited for the comm stream, it would have returned only after 10 s
@@ -345,6 +352,134 @@ TEST_F(ReducerGpu, MarkReadyRefusesHostMemory) {
   const absl::Status st = (*r)->MarkReady(0, host.data(), stream_);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(std::string(st.message()).find("host memory"), std::string::npos) << st;
+}
+
+// The buckets holding at least one of `grads` with elements: those with
+// something to copy in and out when these gradients are separate buffers.
+int BucketsOf(const Reducer& r, const std::vector<int>& grads) {
+  std::vector<int> b;
+  for (int i : grads) {
+    if (Counts()[i] > 0) b.push_back(r.GradBucket(i).value());
+  }
+  std::sort(b.begin(), b.end());
+  return static_cast<int>(std::unique(b.begin(), b.end()) - b.begin());
+}
+
+std::vector<int> All(int n) { return Shuffled(n, 0); }
+
+// A bucket's copies become plans at its second launch with the same
+// gradient pointers (the first runs the one-shot kernels: making a device
+// plan waits for the legacy stream, not worth it for pointers seen once),
+// and are reused, not remade, while the pointers stay.
+TEST_F(ReducerGpu, CopyPlansReusedWhileThePointersStay) {
+  MirrorComm comm;
+  Grads g(Counts(), 11);
+  ReducerOptions o = SmallBuckets();
+  o.rebuild_buckets = false;  // a rebuild would make new buckets, without plans
+  auto r = Reducer::Create(&comm, g.Specs(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int64_t all = BucketsOf(**r, All(g.size()));
+  ASSERT_GE(all, 3);
+  for (int it = 0; it < 5; ++it) {
+    Backward(comm, **r, g, Shuffled(g.size(), 110 + it), false, /*gate=*/true);
+    for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, g.dev(i), stream_), g.values(i), kMirrorAvg, i);
+    EXPECT_EQ((*r)->stats().copy_plans_built, it == 0 ? 0 : all) << "after backward " << it;
+  }
+}
+
+// Gradients that move to fresh memory (PyTorch's set_to_none): the plans
+// made for the old pointers are not run on the new ones. Before each step
+// the buffers not in use are poisoned (NaN): a stale plan would read the
+// poison into the sum, or write the average into the wrong buffer. The gate
+// is closed in each step: a rebuild that destroyed the old plans at once
+// (which waits for the whole device, the gated comm stream included) would
+// hold MarkReady until the gate gave up. The second phase rebuilds more
+// often than DeviceSide keeps retired plans, so it also frees them.
+TEST_F(ReducerGpu, MovedGradientsRebuildPlansAndStillAverage) {
+  MirrorComm comm;
+  Grads g(Counts(), 12), other(Counts(), 13);  // other: only its memory is used
+  ReducerOptions o = SmallBuckets();
+  o.rebuild_buckets = false;  // one layout throughout: only the buffers move
+  auto r = Reducer::Create(&comm, g.Specs(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int n = g.size();
+  const int64_t all = BucketsOf(**r, All(n));
+  // The gated steps retire 4 * all + 2 plans: fewer than DeviceSide keeps,
+  // or freeing them would wait for the gated comm stream.
+  ASSERT_LT(4 * all + 2, static_cast<int64_t>(shard::DeviceSide::kMaxRetired));
+  // Per step, which gradients are in `other`, and the plans made by then.
+  // Steps 0-2: g's buffers (made in 1, reused in 2); 3-4: all moved (one-shot
+  // in 3, made in 4); 5-6: back, except gradient 5; 7-8: 5 back too (only its
+  // bucket's plans are remade).
+  struct Step {
+    std::vector<int> moved;
+    int64_t built;
+  };
+  std::vector<int> every = All(n);
+  const std::vector<Step> steps = {{{}, 0},         {{}, all},          {{}, all},
+                                   {every, all},    {every, 2 * all},   {{5}, 2 * all},
+                                   {{5}, 3 * all},  {{}, 3 * all},      {{}, 3 * all + 1}};
+  auto run = [&](const std::vector<int>& moved, bool gate, int seed) {
+    std::vector<void*> where(n), idle(n);
+    for (int i = 0; i < n; ++i) {
+      const bool m = std::find(moved.begin(), moved.end(), i) != moved.end();
+      where[i] = m ? other.dev(i) : g.dev(i);
+      idle[i] = m ? g.dev(i) : other.dev(i);
+      WEFT_CUDA_OK(cudaMemsetAsync(idle[i], 0xff, Counts()[i] * sizeof(float), stream_));
+    }
+    BackwardAt(comm, **r, g, where, Shuffled(n, seed), gate);
+    for (int i = 0; i < n; ++i) {
+      ExpectScaled(g.Read(i, where[i], stream_), g.values(i), kMirrorAvg, i);
+      for (float v : g.Read(i, idle[i], stream_)) ASSERT_TRUE(std::isnan(v)) << "a stale buffer of gradient " << i;
+    }
+  };
+  for (size_t k = 0; k < steps.size(); ++k) {
+    SCOPED_TRACE(testing::Message() << "step " << k);
+    run(steps[k].moved, /*gate=*/true, 120 + static_cast<int>(k));
+    EXPECT_EQ((*r)->stats().copy_plans_built, steps[k].built);
+  }
+  // Pairs of steps alternating between the two buffer sets: a rebuild of
+  // every bucket's plans each second step, past DeviceSide::kMaxRetired.
+  const int64_t before = (*r)->stats().copy_plans_built;
+  const int rounds = static_cast<int>(shard::DeviceSide::kMaxRetired) / 2 + 2;
+  for (int k = 0; k < 2 * rounds; ++k) {
+    SCOPED_TRACE(testing::Message() << "alternating step " << k);
+    run((k / 2) % 2 == 0 ? every : std::vector<int>{}, /*gate=*/false, 140 + k);
+  }
+  EXPECT_EQ((*r)->stats().copy_plans_built, before + rounds * all);
+  EXPECT_FALSE(comm.gate_timed_out());
+}
+
+// View mode with some gradients in their slots and others in buffers of
+// their own (a framework that replaced a view): only the latter are copied,
+// without 1/N (the all-reduce averages), and which gradients are views is
+// part of the plans' key.
+TEST_F(ReducerGpu, ViewsAndSeparateBuffersMixed) {
+  MirrorComm comm;
+  Grads g(Counts(), 14);
+  ReducerOptions o = SmallBuckets();
+  o.gradient_as_bucket_view = true;
+  o.rebuild_buckets = false;
+  auto r = Reducer::Create(&comm, g.Specs(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int n = g.size();
+  std::vector<int> odd, even;
+  for (int i = 0; i < n; ++i) (i % 2 == 1 ? odd : even).push_back(i);
+  int64_t built = 0;
+  // Steps 0-1: odd gradients separate; 2-3: even ones; 4: all views.
+  for (int step = 0; step < 5; ++step) {
+    SCOPED_TRACE(testing::Message() << "step " << step);
+    const std::vector<int>& separate = step < 2 ? odd : step < 4 ? even : std::vector<int>{};
+    std::vector<void*> where(n);
+    for (int i = 0; i < n; ++i) {
+      const bool own = std::find(separate.begin(), separate.end(), i) != separate.end();
+      where[i] = own ? g.dev(i) : (*r)->GradSlot(i).value();
+    }
+    BackwardAt(comm, **r, g, where, Shuffled(n, 150 + step), /*gate=*/true);
+    for (int i = 0; i < n; ++i) ExpectScaled(g.Read(i, where[i], stream_), g.values(i), kMirrorAvg, i);
+    if (step % 2 == 1) built += BucketsOf(**r, separate);
+    EXPECT_EQ((*r)->stats().copy_plans_built, built);
+  }
 }
 
 // A weft host stream is no cudaStream_t: MarkReady and Finalize refuse it
