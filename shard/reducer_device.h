@@ -47,7 +47,9 @@ class DeviceSide {
   // Needs the CUDA runtime (Unsupported in a build without CUDA, or without a
   // usable device) and makes `device` current while creating.
   static absl::StatusOr<std::unique_ptr<DeviceSide>> Create(int device, int num_grads);
-  ~DeviceSide();  // waits for the comm stream (that stream only), then destroys it
+  // Waits for the comm stream (that stream only), then destroys it; retired
+  // plans, if any, wait for the whole device as they go.
+  ~DeviceSide();
   DeviceSide(const DeviceSide&) = delete;
   DeviceSide& operator=(const DeviceSide&) = delete;
 

@@ -482,6 +482,29 @@ TEST_F(ReducerGpu, ViewsAndSeparateBuffersMixed) {
   }
 }
 
+// Compression through plans: the scales are given at each run, so a plan
+// made in the second backward converts and scales as the one-shot kernels
+// did in the first. float16 splits 1/N as 1/sqrt(N) = 0.5 in and 0.5 out
+// (x / 2 and 5x are exact in float16 for |x| <= 40); bfloat16 divides by
+// 4 on the way in (exact, see above).
+TEST_F(ReducerGpu, CompressedBucketsThroughPlans) {
+  for (DataType t : {DataType::kBfloat16, DataType::kFloat16}) {
+    SCOPED_TRACE(Name(t));
+    MirrorComm comm;
+    Grads g(Counts(), 15);
+    ReducerOptions o = SmallBuckets();
+    o.comm_dtype = t;
+    o.rebuild_buckets = false;
+    auto r = Reducer::Create(&comm, g.Specs(), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int it = 0; it < 3; ++it) {
+      Backward(comm, **r, g, Shuffled(g.size(), 160 + it), false, /*gate=*/true);
+      for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, g.dev(i), stream_), g.values(i), kMirrorAvg, i);
+      EXPECT_EQ((*r)->stats().copy_plans_built, it == 0 ? 0 : BucketsOf(**r, All(g.size()))) << it;
+    }
+  }
+}
+
 // A weft host stream is no cudaStream_t: MarkReady and Finalize refuse it
 // (the reducer would record and wait for events on it), and the refused
 // calls change nothing.
