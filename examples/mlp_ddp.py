@@ -3,6 +3,7 @@
 
     mpirun -np 4 --oversubscribe /usr/bin/python3 examples/mlp_ddp.py
     mpirun -np 4 --oversubscribe /usr/bin/python3 examples/mlp_ddp.py --check
+    mpirun -np 8 python3 examples/mlp_ddp.py --device cuda --check   # a GPU per rank, NCCL
 
 Each step draws one global batch of synthetic data (the same on every rank)
 and each rank trains on its own slice of it. With --check, every rank also
@@ -47,11 +48,18 @@ def main():
     ap.add_argument("--batch-per-rank", type=int, default=16)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--check", action="store_true", help="compare with a single-process run")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cuda: one GPU per rank (the local rank's), gradients averaged over NCCL")
     args = ap.parse_args()
 
-    comm = weft.init()
+    if args.device == "cuda":
+        comm = weft.init(device="cuda")  # weft picks the local rank's GPU
+        device = torch.device("cuda", comm.device)
+        torch.cuda.set_device(device)
+    else:
+        comm, device = weft.init(), torch.device("cpu")
     torch.manual_seed(comm.rank)  # different on each rank: DDP must broadcast rank 0's
-    model = ToyModel()
+    model = ToyModel().to(device)
     ddp = weft.torch.DistributedDataParallel(model, comm=comm)
     reference = copy.deepcopy(model)  # rank 0's weights, after the broadcast
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr)
@@ -60,7 +68,7 @@ def main():
 
     b = args.batch_per_rank
     for step in range(args.steps):
-        x, y = batch(step, b * comm.size)
+        x, y = (t.to(device) for t in batch(step, b * comm.size))
         mine = slice(comm.rank * b, (comm.rank + 1) * b)
         opt.zero_grad()
         loss = loss_fn(ddp(x[mine]), y[mine])

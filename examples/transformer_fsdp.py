@@ -4,6 +4,7 @@ fully sharded (ZeRO-3) with weft and AdamW.
 
     mpirun -np 4 --oversubscribe /usr/bin/python3 examples/transformer_fsdp.py
     mpirun -np 4 --oversubscribe /usr/bin/python3 examples/transformer_fsdp.py --check --steps 3 --layers 2
+    mpirun -np 8 python3 examples/transformer_fsdp.py --device cuda   # a GPU per rank, NCCL
 
 Each transformer block is one shard group (weft gathers it just before its
 forward and backward and reduce-scatters its gradients after); the embedding,
@@ -80,6 +81,8 @@ def main():
     ap.add_argument("--batch-per-rank", type=int, default=4)
     ap.add_argument("--zero-stage", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="compare with a single-process run on rank 0")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cuda: one GPU per rank (the local rank's), shards and collectives on it over NCCL")
     ap.add_argument("--save", help="after training, rank 0 writes the full model and AdamW state here")
     ap.add_argument("--resume", help="before training, load a checkpoint written by --save (read on rank 0)")
     args = ap.parse_args()
@@ -87,16 +90,21 @@ def main():
         ap.error("--check compares with a fresh single-process run: leave out --resume")
     torch.set_num_threads(1)
 
-    comm = weft.init()
+    if args.device == "cuda":
+        comm = weft.init(device="cuda")  # weft picks the local rank's GPU
+        device = torch.device("cuda", comm.device)
+        torch.cuda.set_device(device)
+    else:
+        comm, device = weft.init(), torch.device("cpu")
     torch.manual_seed(comm.rank)  # different on each rank: FSDP must broadcast rank 0's
-    model = Transformer(args.vocab, args.dim, args.heads, args.layers, args.seq)
+    model = Transformer(args.vocab, args.dim, args.heads, args.layers, args.seq).to(device)
     nparams = sum(p.numel() for p in model.parameters())
     reference = None
     fsdp = weft.torch.FullyShardedDataParallel(model, comm=comm, zero_stage=args.zero_stage,
                                                wrap_classes=[Block, torch.nn.Embedding, torch.nn.LayerNorm,
                                                              torch.nn.Linear])
     if args.check and comm.rank == 0:
-        reference = Transformer(args.vocab, args.dim, args.heads, args.layers, args.seq)
+        reference = Transformer(args.vocab, args.dim, args.heads, args.layers, args.seq).to(device)
         reference.load_state_dict(fsdp.full_state_dict())
     elif args.check:
         fsdp.full_state_dict()  # collective: every rank takes part
@@ -114,7 +122,7 @@ def main():
 
     n = args.batch_per_rank
     for step in range(args.steps):
-        x, y = batch(step, n * comm.size, args.seq, args.vocab)
+        x, y = (t.to(device) for t in batch(step, n * comm.size, args.seq, args.vocab))
         opt.zero_grad()
         logits = fsdp(x[comm.rank * n:(comm.rank + 1) * n])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, args.vocab),
@@ -135,7 +143,8 @@ def main():
             torch.save({"model": state, "optim": optim_state}, args.save)
             print("saved %s" % args.save)
     if reference is not None:
-        worst = max((state[k] - v).abs().max().item() for k, v in reference.state_dict().items())
+        # full_state_dict() returns CPU tensors, on CUDA too.
+        worst = max((state[k] - v.cpu()).abs().max().item() for k, v in reference.state_dict().items())
         print("check: max |fsdp - single process| over the full state = %.2e" % worst)
         if worst > 1e-3:
             sys.exit("check FAILED: the sharded run drifted from the single-process run")

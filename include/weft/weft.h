@@ -146,6 +146,9 @@ const char* weftGetLastError(void);
  * is initialised if the application has not done so, and then finalised by
  * weft at process exit. The NCCL backend bootstraps its unique id over MPI.
  * Outside a launcher, auto and in-process give a one-rank communicator.
+ * For CUDA memory the device chosen (config cuda_device, or the local rank
+ * modulo the node's device count) is left current on the calling thread, as
+ * an application's own cudaSetDevice would; weftCommGetCudaDevice reports it.
  * `config` may be NULL (every default). Blocking. */
 weftResult_t weftCommInitWorld(weftComm_t* comm, const weftConfig_t* config);
 

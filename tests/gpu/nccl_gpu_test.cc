@@ -45,6 +45,23 @@ TEST(NcclInit, WithoutADeviceFailsWithUnsupported) {
   EXPECT_NE(std::string(weftGetLastError()).find("CUDA"), std::string::npos) << weftGetLastError();
 }
 
+// The C ABI reports the device weft chose for cuda_device = -1 (one rank:
+// device 0) and leaves it current on the calling thread (weft.h).
+TEST(NcclInit, CApiReportsTheDeviceItChoseAndLeavesItCurrent) {
+  WEFT_REQUIRE_GPU();
+  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  cfg.backend = weftBackendNccl;
+  cfg.memory = weftMemoryCuda;
+  weftComm_t c = nullptr;
+  ASSERT_EQ(weftCommInitWorld(&c, &cfg), weftSuccess) << weftGetLastError();
+  int device = -7, current = -7;
+  EXPECT_EQ(weftCommGetCudaDevice(c, &device), weftSuccess) << weftGetLastError();
+  EXPECT_EQ(device, 0);
+  EXPECT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, device);
+  EXPECT_EQ(weftCommDestroy(c), weftSuccess);
+}
+
 class Nccl : public ::testing::Test {
  protected:
   void SetUp() override {
