@@ -75,8 +75,12 @@ Reducer::~Reducer() {
     return;
   }
   // Device memory goes back on the comm stream, which DeviceSide's
-  // destructor then waits for: nothing else on the device is waited for.
+  // destructor then waits for: nothing else on the host is waited for. In
+  // view mode the buckets are the framework's gradients, and work it queued
+  // on its stream before Destroy (an optimizer step) may still read them:
+  // their frees wait for that stream's last known point, as a rebuild's do.
   DeviceScope on(dev_->rt(), dev_->device());
+  if (options_.gradient_as_bucket_view) (void)dev_->After(last_stream_);
   saved_.clear();
   buckets_.clear();
   dev_.reset();

@@ -441,7 +441,11 @@ weftResult_t weftReducerFinalize(weftReducer_t reducer, void* stream);
 weftResult_t weftReducerSetSync(weftReducer_t reducer, int sync);
 
 /* Waits for launched work (CUDA: the reducer's own stream only), then frees
- * the reducer and its bucket memory. Not collective. */
+ * the reducer and its bucket memory. Not collective. CUDA with
+ * gradient_as_bucket_view: the buckets are freed after the work enqueued so
+ * far on the stream last passed to MarkReady or Finalize, which may still
+ * read the gradient views, and Destroy waits for that work too; the views
+ * are invalid after. */
 weftResult_t weftReducerDestroy(weftReducer_t reducer);
 
 /* Gradient-as-bucket-view. *slot: where gradient `index` lives in its bucket

@@ -20,10 +20,12 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/registry.h"
@@ -341,6 +343,51 @@ TEST_F(ReducerGpu, BucketMemoryReturnedAtDestroy) {
   }  // the reducer is destroyed here, and waits for its own stream
   WEFT_CUDA_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &after));
   EXPECT_EQ(after, before);
+}
+
+// In view mode the buckets are the framework's gradients: work it queued on
+// its stream before Destroy (here a late copy of every view) must read them
+// before their memory goes back to the pool. Without the ordering the frees
+// complete at once on the idle comm stream, the allocations below on another
+// stream get the same memory, and their NaN lands before the late copies.
+TEST_F(ReducerGpu, DestroyInViewModeWaitsForTheCallersReads) {
+  MirrorComm comm;
+  Grads g(Counts(), 12);
+  ReducerOptions o = SmallBuckets();
+  o.gradient_as_bucket_view = true;
+  o.rebuild_buckets = false;
+  auto r = Reducer::Create(&comm, g.Specs(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Backward(comm, **r, g, Shuffled(g.size(), 120), true, /*gate=*/false);
+  // Each bucket's extent, to ask the pool for the same sizes afterwards.
+  std::vector<std::pair<uintptr_t, uintptr_t>> extent((*r)->num_buckets(), {UINTPTR_MAX, 0});
+  std::vector<void*> copies(g.size(), nullptr);
+  WEFT_CUDA_OK(cudaLaunchHostFunc(stream_, &SleepMs, reinterpret_cast<void*>(intptr_t{200})));
+  for (int i = 0; i < g.size(); ++i) {
+    const size_t bytes = g.values(i).size() * sizeof(float);
+    const auto slot = reinterpret_cast<uintptr_t>((*r)->GradSlot(i).value());
+    auto& e = extent[(*r)->GradBucket(i).value()];
+    e = {std::min(e.first, slot), std::max(e.second, slot + bytes)};
+    WEFT_CUDA_OK(cudaMalloc(&copies[i], std::max<size_t>(bytes, 1)));
+    WEFT_CUDA_OK(cudaMemcpyAsync(copies[i], (*r)->GradSlot(i).value(), bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  r->reset();  // Destroy, while stream_ still sleeps before the copies
+  cudaStream_t other = nullptr;
+  WEFT_CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  std::vector<void*> grabbed;
+  for (const auto& [lo, hi] : extent) {
+    if (hi <= lo) continue;
+    void* p = nullptr;
+    WEFT_CUDA_OK(cudaMallocAsync(&p, hi - lo, other));
+    WEFT_CUDA_OK(cudaMemsetAsync(p, 0xff, hi - lo, other));  // NaN
+    grabbed.push_back(p);
+  }
+  WEFT_CUDA_OK(cudaStreamSynchronize(other));
+  for (int i = 0; i < g.size(); ++i) ExpectScaled(g.Read(i, copies[i], stream_), g.values(i), kMirrorAvg, i);
+  for (void* p : grabbed) WEFT_CUDA_OK(cudaFreeAsync(p, other));
+  WEFT_CUDA_OK(cudaStreamSynchronize(other));
+  WEFT_CUDA_OK(cudaStreamDestroy(other));
+  for (void* c : copies) WEFT_CUDA_OK(cudaFree(c));
 }
 
 TEST_F(ReducerGpu, MarkReadyRefusesHostMemory) {
