@@ -118,8 +118,14 @@ absl::Status NcclComm::DoBarrier() {
     }
     if (aborted()) return Aborted("barrier: the communicator (rank %d) was aborted", rank());
     if (std::chrono::steady_clock::now() > deadline) {
-      return Timeout("barrier: rank %d waited %d ms for the other %d rank(s)", rank(), options().timeout_ms,
-                     size() - 1);
+      // The barrier's all-reduce stays queued on NCCL, and everything issued
+      // after it would wait behind it: the timeout is the communicator's
+      // error from now on (async_error), so callers see it and destruction
+      // aborts instead of flushing work that never completes.
+      const absl::Status late = Timeout("barrier: rank %d waited %d ms for the other %d rank(s)", rank(),
+                                        options().timeout_ms, size() - 1);
+      RecordAsyncError(late);
+      return late;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }

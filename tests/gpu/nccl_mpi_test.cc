@@ -128,6 +128,31 @@ TEST_F(NcclMpi, Bfloat16AverageIsTheSumScaledOnce) {
   (void)cudaFree(drecv);
 }
 
+// A barrier that times out leaves its all-reduce queued on NCCL, so
+// everything after it would wait behind it: the timeout must become the
+// communicator's error (async_error), and destroying it must abort rather
+// than flush work that never completes (a hang). Rank 0 times out while the
+// others stay away; they abort theirs.
+TEST_F(NcclMpi, BarrierTimeoutBecomesTheCommunicatorsError) {
+  if (comm_->size() < 2) GTEST_SKIP() << "needs a peer that stays away";
+  CommOptions o;
+  o.memory = MemKind::kCuda;
+  o.timeout_ms = 300;
+  absl::StatusOr<std::unique_ptr<Communicator>> c = InitWorld(Backend::kNccl, o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  if (comm_->rank() == 0) {
+    const absl::Status st = (*c)->Barrier();
+    EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+    EXPECT_EQ((*c)->async_error().code(), absl::StatusCode::kDeadlineExceeded) << (*c)->async_error();
+    c->reset();  // aborts: must return
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // the peers stayed away until rank 0 was done
+  if (comm_->rank() != 0) {
+    (*c)->Abort();
+    c->reset();
+  }
+}
+
 TEST_F(NcclMpi, ReduceScatterAllGatherBroadcastAndSplit) {
   const int n = comm_->size(), me = comm_->rank();
   const size_t block = 4099;
