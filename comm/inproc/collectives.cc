@@ -1,15 +1,17 @@
-// In-process collectives. Each one is two phases separated by World
-// barriers:
-//   publish   every rank writes its buffer pointers into its slot;
-//   work      each rank reads its peers' buffers directly (a reduction
-//             reduces only this rank's chunk, so each element is combined
-//             exactly once, in rank order, and every rank sees the same bits);
-//   release   nobody returns (and reuses a buffer) while a peer may still
-//             read or write it.
-// All-reduce pushes: the rank that reduces a chunk writes the result into
-// every rank's output, rather than each rank pulling the chunks it lacks
-// after a third barrier. Barriers, not bytes, are what small calls cost
-// when the ranks' threads outnumber the cores.
+// In-process collectives. Each one is:
+//   publish   every rank writes its buffer pointers, count and signature
+//             into its slot and waits for the others (a World barrier);
+//             ranks that disagree all fail with the same error;
+//   work      the collective's chunks are shared (InProcComm::Share): each
+//             is done by whichever rank claims it first, reading its peers'
+//             buffers directly and writing every rank's output (a reduction
+//             combines each element exactly once, in rank order, so every
+//             rank sees the same bits whoever did the chunk);
+//   release   nobody returns (and reuses a buffer) before every chunk is done.
+// Sharing rather than each rank doing its own 1/N: with the ranks' threads
+// outnumbering the cores (4 ranks and their streams on 2 vCPUs), a static
+// split makes every rank wait for the slowest thread to be scheduled, then
+// to run its part; shared chunks go to the threads that are running.
 #include <algorithm>
 #include <cstring>
 
@@ -23,17 +25,79 @@ namespace {
 
 // Reduction works through the accumulator in blocks that stay in cache.
 constexpr size_t kBlockElems = 16384;
+// A shared chunk: 256 KiB of output, so that the last chunks of a call
+// are short (two threads finish together), and claiming one (a single
+// compare-and-swap) is nothing beside its work. Measured against 64 KiB,
+// 1 MiB and 4 MiB, and against 1 MiB with a minimum number per rank, on
+// ResNet-50's reducer with 4 ranks on 2 vCPUs (docs/performance.md).
+constexpr size_t kChunkBytes = size_t{256} << 10;
 
 // [begin, end) of chunk `i` when n elements are split over `parts`.
-std::pair<size_t, size_t> Chunk(size_t n, int parts, int i) {
+std::pair<size_t, size_t> Chunk(size_t n, size_t parts, size_t i) {
   const size_t base = n / parts, extra = n % parts;
-  const size_t b = i * base + std::min<size_t>(i, extra);
-  return {b, b + base + (static_cast<size_t>(i) < extra ? 1 : 0)};
+  const size_t b = i * base + std::min(i, extra);
+  return {b, b + base + (i < extra ? 1 : 0)};
+}
+
+// Chunks for `bytes`: at least one when there is anything to do.
+size_t Pieces(size_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
+
+enum Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast };
+
+const char* KindName(int64_t k) {
+  switch (k) {
+    case kAllReduce: return "all_reduce";
+    case kReduceScatter: return "reduce_scatter";
+    case kAllGather: return "all_gather";
+    case kBroadcast: return "broadcast";
+  }
+  return "collective";
+}
+
+// What every rank must agree on besides the count.
+int64_t Signature(Kind kind, DataType t, RedOp op = RedOp::kSum, int root = -1) {
+  return kind << 32 | static_cast<int64_t>(root + 1) << 16 | static_cast<int64_t>(op) << 8 |
+         static_cast<int64_t>(t);
+}
+
+std::string Describe(int64_t count, int64_t sig) {
+  const Kind kind = static_cast<Kind>(sig >> 32);
+  std::string s = absl::StrFormat("%s of %d %s", KindName(kind), count,
+                                  Name(static_cast<DataType>(sig & 0xff)));
+  if (kind == kAllReduce || kind == kReduceScatter) s += absl::StrFormat(" (%s)", Name(static_cast<RedOp>(sig >> 8 & 0xff)));
+  if (kind == kBroadcast) s += absl::StrFormat(" from root %d", static_cast<int>((sig >> 16 & 0xffff) - 1));
+  return s;
 }
 
 }  // namespace
 
-void InProcComm::ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out, bool push) {
+absl::Status InProcComm::Publish(const char* name, const void* send, void* recv, size_t count, int64_t signature) {
+  world_->slot(rank()) = {send, recv, static_cast<int64_t>(count), signature};
+  RETURN_IF_ERROR(Arrive(/*compare=*/true));
+  const int r = world_->disagreement();
+  if (r < 0) return absl::OkStatus();
+  // Every rank fails alike and touches no peer's buffer; the barrier keeps
+  // the slots until all have read them for the message.
+  const Slot &zero = world_->slot(0), &other = world_->slot(r);
+  const absl::Status mismatch = InvalidUsage("%s: the ranks called different collectives: rank 0 called %s, rank %d called %s",
+                                             name, Describe(zero.a, zero.b), r, Describe(other.a, other.b));
+  RETURN_IF_ERROR(Arrive());
+  return mismatch;
+}
+
+template <typename Work>
+void InProcComm::Share(size_t n, Work&& work) {
+  const uint64_t base = tickets_, end = base + n;
+  tickets_ = end;  // every rank adds the same n: the counts were compared
+  for (uint64_t t; (t = world_->Claim(end)) < end;) {
+    work(static_cast<size_t>(t - base));
+    world_->Finish(end);
+  }
+  world_->WaitDone(end);
+}
+
+void InProcComm::ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out, int self,
+                                 bool push) {
   const size_t es = ElementSize(t), as = AccumSize(t);
   acc_.resize(std::min(n, kBlockElems) * as);
   for (size_t done = 0; done < n; done += kBlockElems) {
@@ -45,10 +109,10 @@ void InProcComm::ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedO
     }
     char* const mine = static_cast<char*>(out) + done * es;
     FromAccum(t, op, size(), acc_.data(), mine, m);
-    // Chunk `rank` of every buffer is touched by this rank alone, so the
-    // peers' outputs can take it even where they are their inputs.
+    // This block of every buffer is touched by this chunk's owner alone, so
+    // the peers' outputs can take it even where they are their inputs.
     for (int r = 0; push && r < size(); ++r) {
-      if (r != rank()) std::memcpy(static_cast<char*>(world_->slot(r).recv) + off, mine, m * es);
+      if (r != self) std::memcpy(static_cast<char*>(world_->slot(r).recv) + off, mine, m * es);
     }
   }
 }
@@ -60,42 +124,63 @@ absl::Status InProcComm::DoAllReduce(const void* send, void* recv, size_t count,
     if (send != recv && count > 0) std::memcpy(recv, send, count * es);
     return absl::OkStatus();
   }
-  world_->slot(rank()) = {send, recv};
-  RETURN_IF_ERROR(Arrive());
-  // My chunk, reduced from every rank's input into every rank's output.
-  const auto [b, e] = Chunk(count, size(), rank());
-  if (e > b) ReduceFromPeers(b * es, e - b, t, op, static_cast<char*>(recv) + b * es, /*push=*/true);
-  return Arrive();
+  RETURN_IF_ERROR(Publish("all_reduce", send, recv, count, Signature(kAllReduce, t, op)));
+  // Each chunk reduced from every rank's input into this rank's output, and
+  // pushed into the peers' outputs.
+  const size_t n = Pieces(count * es);
+  Share(n, [&](size_t i) {
+    const auto [b, e] = Chunk(count, n, i);
+    ReduceFromPeers(b * es, e - b, t, op, static_cast<char*>(recv) + b * es, rank(), /*push=*/true);
+  });
+  return absl::OkStatus();
 }
 
 absl::Status InProcComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                                          void*) {
-  world_->slot(rank()) = {send, recv};
-  RETURN_IF_ERROR(Arrive());
-  // Only this rank reads block `rank` of any input, so writing it in place is safe.
-  if (recvcount > 0) ReduceFromPeers(rank() * recvcount * ElementSize(t), recvcount, t, op, recv);
-  return Arrive();
+  const size_t es = ElementSize(t);
+  RETURN_IF_ERROR(Publish("reduce_scatter", send, recv, recvcount, Signature(kReduceScatter, t, op)));
+  // Block q of every input, reduced into rank q's output. Only the chunk's
+  // owner reads those elements of any input, so writing them in place is safe.
+  const size_t per = Pieces(recvcount * es);
+  Share(per * size(), [&](size_t i) {
+    const size_t q = i / per;
+    const auto [b, e] = Chunk(recvcount, per, i % per);
+    ReduceFromPeers((q * recvcount + b) * es, e - b, t, op, static_cast<char*>(world_->slot(q).recv) + b * es, -1,
+                    /*push=*/false);
+  });
+  return absl::OkStatus();
 }
 
 absl::Status InProcComm::DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void*) {
   const size_t block = sendcount * ElementSize(t);
-  world_->slot(rank()) = {send, recv};
-  RETURN_IF_ERROR(Arrive());
-  for (int r = 0; r < size(); ++r) {
-    char* dst = static_cast<char*>(recv) + r * block;
-    const void* src = world_->slot(r).send;
-    if (block > 0 && src != dst) std::memcpy(dst, src, block);
-  }
-  return Arrive();
+  RETURN_IF_ERROR(Publish("all_gather", send, recv, sendcount, Signature(kAllGather, t)));
+  // Piece j of rank r's input, into block r of every output.
+  const size_t per = Pieces(block);
+  Share(per * size(), [&](size_t i) {
+    const size_t r = i / per;
+    const auto [b, e] = Chunk(block, per, i % per);
+    const char* src = static_cast<const char*>(world_->slot(r).send) + b;
+    for (int q = 0; q < size(); ++q) {
+      char* dst = static_cast<char*>(world_->slot(q).recv) + r * block + b;
+      if (dst != src) std::memcpy(dst, src, e - b);
+    }
+  });
+  return absl::OkStatus();
 }
 
 absl::Status InProcComm::DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root, void*) {
   const size_t bytes = count * ElementSize(t);
-  world_->slot(rank()) = {send, recv};
-  RETURN_IF_ERROR(Arrive());
-  const void* src = world_->slot(root).send;
-  if (bytes > 0 && src != recv) std::memcpy(recv, src, bytes);
-  return Arrive();
+  RETURN_IF_ERROR(Publish("broadcast", send, recv, count, Signature(kBroadcast, t, RedOp::kSum, root)));
+  const size_t n = Pieces(bytes);
+  Share(n, [&](size_t i) {
+    const auto [b, e] = Chunk(bytes, n, i);
+    const char* src = static_cast<const char*>(world_->slot(root).send) + b;
+    for (int q = 0; q < size(); ++q) {
+      char* dst = static_cast<char*>(world_->slot(q).recv) + b;
+      if (dst != src) std::memcpy(dst, src, e - b);
+    }
+  });
+  return absl::OkStatus();
 }
 
 }  // namespace inproc

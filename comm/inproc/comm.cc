@@ -9,6 +9,12 @@
 
 namespace weft {
 namespace inproc {
+namespace {
+
+// How long a waiting rank polls, yielding its core, before it sleeps.
+constexpr auto kPollFor = std::chrono::microseconds(100);
+
+}  // namespace
 
 // The ranks are threads of one process, often more of them (a collective's
 // callers and their streams' threads) than cores. A rank that arrives early
@@ -16,8 +22,7 @@ namespace inproc {
 // (most likely to the rank it waits for), and only then sleeps: each sleep
 // costs the last arriver a futex wake and the sleeper a context switch,
 // which dominated small calls on 2 vCPUs (an all-reduce is 2 barriers).
-absl::Status World::Arrive(int rank, int timeout_ms) {
-  constexpr auto kPollFor = std::chrono::microseconds(100);
+absl::Status World::Arrive(int rank, int timeout_ms, bool compare) {
   uint64_t gen;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -26,6 +31,12 @@ absl::Status World::Arrive(int rank, int timeout_ms) {
     gen = generation_.load(std::memory_order_relaxed);
     if (++arrived_ == size_) {
       arrived_ = 0;
+      if (compare) {
+        disagree_ = -1;
+        for (int r = 1; r < size_ && disagree_ < 0; ++r) {
+          if (slots_[r].a != slots_[0].a || slots_[r].b != slots_[0].b) disagree_ = r;
+        }
+      }
       generation_.store(gen + 1, std::memory_order_release);
       cv_.notify_all();
       return absl::OkStatus();
@@ -49,6 +60,32 @@ absl::Status World::Arrive(int rank, int timeout_ms) {
     return Timeout("rank %d waited %d ms for %d of %d ranks to arrive", rank, timeout_ms, size_ - arrived_, size_);
   }
   return RemoteError("rank %d timed out; this collective cannot complete", broken_by_);
+}
+
+uint64_t World::Claim(uint64_t end) {
+  uint64_t t = next_ticket_.load(std::memory_order_relaxed);
+  while (t < end && !next_ticket_.compare_exchange_weak(t, t + 1, std::memory_order_relaxed)) {
+  }
+  return std::min(t, end);
+}
+
+void World::Finish(uint64_t end) {
+  if (done_tickets_.fetch_add(1, std::memory_order_acq_rel) + 1 != end) return;
+  std::lock_guard<std::mutex> lock(mu_);  // a waiter checks under mu_, so it cannot miss this
+  cv_.notify_all();
+}
+
+// Polls, then sleeps, as Arrive does. No timeout: every claimed chunk is
+// finite work by a thread that does not block.
+void World::WaitDone(uint64_t end) {
+  const auto done = [&] { return done_tickets_.load(std::memory_order_acquire) >= end; };
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < kPollFor) {
+    if (done()) return;
+    std::this_thread::yield();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, done);
 }
 
 void World::Abort() {

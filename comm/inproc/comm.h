@@ -29,8 +29,8 @@ namespace inproc {
 struct Slot {
   const void* send = nullptr;
   void* recv = nullptr;
-  int64_t a = 0;  // split: color
-  int64_t b = 0;  // split: key
+  int64_t a = 0;  // split: color; collectives: the count
+  int64_t b = 0;  // split: key; collectives: type, op and root (Signature)
 };
 
 class World {
@@ -41,13 +41,31 @@ class World {
 
   // Generation barrier. Fails with Timeout after timeout_ms (and marks the
   // world broken, so the others fail at once rather than wait out their own
-  // timeouts), with Aborted once any rank aborted.
-  absl::Status Arrive(int rank, int timeout_ms);
+  // timeouts), with Aborted once any rank aborted. With `compare`, the last
+  // rank in also finds the first slot whose {a, b} differ from rank 0's,
+  // for disagreement(): compared there, before any rank can leave and
+  // publish its next call.
+  absl::Status Arrive(int rank, int timeout_ms, bool compare = false);
+  // After a comparing Arrive, until the next one: -1, or the first rank
+  // whose slot differed.
+  int disagreement() const { return disagree_; }
   void Abort();
 
   // The world for (split number, color), created by whichever member asks first.
   std::shared_ptr<World> SplitWorld(uint64_t seq, int color, int size);
   void ForgetSplit(uint64_t seq);
+
+  // Work sharing. A collective's chunks are tickets [base, end) of one
+  // counter that only grows over the world's life; every rank knows `base`
+  // (the chunks of the world's earlier collectives). Claim returns the next
+  // unclaimed ticket below `end`, or `end` once all are claimed; a rank late
+  // to its previous collective can never claim one of the next (CAS bounded
+  // by its own `end`). Finish marks a claimed chunk done; WaitDone returns
+  // once every chunk below `end` is done, so no peer still reads or writes
+  // this rank's buffers.
+  uint64_t Claim(uint64_t end);
+  void Finish(uint64_t end);
+  void WaitDone(uint64_t end);
 
  private:
   const int size_;
@@ -59,6 +77,9 @@ class World {
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> aborted_{false};
   int broken_by_ = -1;  // rank that timed out
+  int disagree_ = -1;   // written by the last rank in, before the generation moves
+  std::atomic<uint64_t> next_ticket_{0};
+  std::atomic<uint64_t> done_tickets_{0};
   std::map<std::pair<uint64_t, int>, std::shared_ptr<World>> splits_;
 };
 
@@ -80,13 +101,23 @@ class InProcComm final : public Communicator {
   void DoAbort() override { world_->Abort(); }
 
  private:
-  absl::Status Arrive() { return world_->Arrive(rank(), options().timeout_ms); }
+  absl::Status Arrive(bool compare = false) { return world_->Arrive(rank(), options().timeout_ms, compare); }
+  // Publishes {send, recv, count, signature} and waits for every rank; an
+  // error when the ranks passed different counts, types, ops or roots.
+  absl::Status Publish(const char* name, const void* send, void* recv, size_t count, int64_t signature);
+  // Runs work(i) for each chunk i in [0, n) of this collective, shared with
+  // the peers: a rank whose thread is not running does not hold the others
+  // up, which is what costs most when ranks' threads outnumber the cores.
+  template <typename Work>
+  void Share(size_t n, Work&& work);
   // out = op over ranks of (slot(r).send + offset)[0..n), reduced in rank
-  // order; with `push`, also copied to (slot(r).recv + offset) of every peer.
-  void ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out, bool push = false);
+  // order; with `push`, also copied to (slot(r).recv + offset) of every
+  // rank but `self`, whose output `out` is.
+  void ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out, int self, bool push);
 
   std::shared_ptr<World> world_;
   uint64_t splits_ = 0;
+  uint64_t tickets_ = 0;            // chunks of this world's collectives so far: the next one's base
   std::vector<unsigned char> acc_;  // accumulator scratch, reused across calls
 };
 

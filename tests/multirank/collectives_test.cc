@@ -1,8 +1,10 @@
 // The collective conformance suite (tests/common) on the in-process backend,
 // ranks as threads, world sizes 1 to 4.
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
@@ -55,6 +57,90 @@ TEST_P(WorldSize, LoneCollectiveTimesOut) {
 
 TEST_P(WorldSize, AbortEndsAWait) {
   RunRanks(GetParam(), [](Communicator& comm) { return CheckAbort(comm); });
+}
+
+// In-process ranks share each call's chunks: a rank still claiming in one
+// call must never take a chunk of the next. Back-to-back calls whose sizes
+// change every time (so the chunk counts do), with every rank checking
+// every element, catch a chunk done twice, skipped or done for the wrong call.
+TEST_P(WorldSize, BackToBackCallsOfChangingSizes) {
+  RunRanks(GetParam(), [](Communicator& comm) -> std::string {
+    const int n = comm.size(), r = comm.rank();
+    for (int it = 0; it < 60; ++it) {
+      // 0 to about 1.2 MiB of float32: zero, one and many chunks.
+      const size_t count = it % 5 == 0 ? 0 : (size_t{1} << (it % 19)) + static_cast<size_t>(it) * 977;
+      std::vector<float> x(count * n), y(count * n);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(r + static_cast<int>(i % 7));
+      absl::Status s;
+      switch (it % 3) {
+        case 0:  // all-reduce in place: sum over r of (r + i%7)
+          s = comm.AllReduce(x.data(), x.data(), x.size(), DataType::kFloat32, RedOp::kSum, nullptr);
+          for (size_t i = 0; s.ok() && i < x.size(); ++i) {
+            if (x[i] != static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 7))) {
+              return absl::StrFormat("call %d all_reduce of %zu: x[%zu] = %g", it, x.size(), i, x[i]);
+            }
+          }
+          break;
+        case 1:  // reduce-scatter: my block of the sums
+          s = comm.ReduceScatter(x.data(), y.data(), count, DataType::kFloat32, RedOp::kSum, nullptr);
+          for (size_t i = 0; s.ok() && i < count; ++i) {
+            const size_t k = r * count + i;
+            if (y[i] != static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(k % 7))) {
+              return absl::StrFormat("call %d reduce_scatter of %zu: y[%zu] = %g", it, count, i, y[i]);
+            }
+          }
+          break;
+        default:  // all-gather of the first `count` elements: block q holds q + i%7
+          s = comm.AllGather(x.data(), y.data(), count, DataType::kFloat32, nullptr);
+          for (size_t i = 0; s.ok() && i < y.size(); ++i) {
+            const float want = static_cast<float>(static_cast<int>(i / count) + static_cast<int>(i % count % 7));
+            if (y[i] != want) return absl::StrFormat("call %d all_gather of %zu: y[%zu] = %g", it, count, i, y[i]);
+          }
+      }
+      if (!s.ok()) return absl::StrFormat("call %d: %s", it, s.ToString());
+    }
+    return "";
+  });
+}
+
+// Ranks that call different collectives (another count, type, op, root or
+// kind) all get the same weftInvalidUsage naming the difference, and none
+// touches a peer's buffer; the next matching call works.
+TEST(InProcess, RanksThatDisagreeAllFailAndTheWorldGoesOn) {
+  for (int n = 2; n <= 4; ++n) {
+    RunRanks(n, [](Communicator& comm) -> std::string {
+      const int last = comm.size() - 1;
+      std::vector<float> x(16, 1.0f), y(16 * comm.size());
+      const absl::Status s[] = {
+          comm.AllReduce(x.data(), x.data(), comm.rank() == last ? 9 : 8, DataType::kFloat32, RedOp::kSum, nullptr),
+          comm.rank() == 0 ? comm.AllGather(x.data(), y.data(), 8, DataType::kFloat32, nullptr)
+                           : comm.AllReduce(x.data(), x.data(), 8, DataType::kFloat32, RedOp::kSum, nullptr),
+          comm.Broadcast(x.data(), x.data(), 8, DataType::kFloat32, comm.rank() == last ? 1 : 0, nullptr),
+      };
+      const std::string want[] = {
+          absl::StrFormat("rank 0 called all_reduce of 8 float32 (sum), rank %d called all_reduce of 9 float32 (sum)",
+                          last),
+          "rank 0 called all_gather of 8 float32, rank 1 called all_reduce of 8 float32 (sum)",
+          absl::StrFormat("rank 0 called broadcast of 8 float32 from root 0, rank %d called broadcast of 8 float32 "
+                          "from root 1", last),
+      };
+      for (int i = 0; i < 3; ++i) {
+        if (s[i].code() != absl::StatusCode::kFailedPrecondition ||
+            s[i].message().find(want[i]) == std::string::npos) {
+          return absl::StrFormat("mismatch %d: got %s, want weftInvalidUsage with \"%s\"", i, s[i].ToString(),
+                                 want[i]);
+        }
+      }
+      for (float v : x) {
+        if (v != 1.0f) return "a refused call changed the buffer";
+      }
+      const absl::Status ok = comm.AllReduce(x.data(), x.data(), 16, DataType::kFloat32, RedOp::kSum, nullptr);
+      if (!ok.ok() || x[15] != static_cast<float>(comm.size())) {
+        return absl::StrFormat("the next call: %s, x[15] = %g", ok.ToString(), x[15]);
+      }
+      return "";
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(InProcess, WorldSize, ::testing::Values(1, 2, 3, 4),
