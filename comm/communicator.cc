@@ -204,6 +204,42 @@ absl::Status Communicator::Broadcast(const void* send, void* recv, size_t count,
   return Issue("broadcast", stream, [=, this] { return DoBroadcast(send, recv, count, t, root, stream); });
 }
 
+absl::Status Communicator::AllReducePieces(std::vector<Piece> pieces, DataType t, RedOp op, void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, &op), "all_reduce_pieces"));
+  if (!ReducesPieces()) {
+    return Unsupported("all_reduce_pieces: backend %s does not reduce buffers in pieces; pack them and call "
+                       "all_reduce", Name(backend()));
+  }
+  size_t end = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& p = pieces[i];
+    if (p.offset < end) {
+      return InvalidArgument("all_reduce_pieces: piece %zu starts at element %zu, inside the piece before it (which "
+                             "ends at %zu): pieces must ascend without overlapping", i, p.offset, end);
+    }
+    if (p.count > std::numeric_limits<size_t>::max() - p.offset) {
+      return InvalidArgument("all_reduce_pieces: piece %zu: offset = %zu + count = %zu overflows", i, p.offset,
+                             p.count);
+    }
+    absl::StatusOr<size_t> bytes = Bytes("count", p.count, 1, t);
+    RETURN_IF_ERROR(Annotate(bytes.status(), absl::StrFormat("all_reduce_pieces: piece %zu", i)));
+    RETURN_IF_ERROR(Annotate(CheckBuffer("send", p.send, *bytes), absl::StrFormat("all_reduce_pieces: piece %zu", i)));
+    RETURN_IF_ERROR(Annotate(CheckBuffer("recv", p.recv, *bytes), absl::StrFormat("all_reduce_pieces: piece %zu", i)));
+    if (p.send != p.recv && Overlap(p.send, *bytes, p.recv, *bytes)) {
+      return InvalidArgument("all_reduce_pieces: piece %zu: send = %p and recv = %p overlap without being equal", i,
+                             p.send, p.recv);
+    }
+    end = p.offset + p.count;
+  }
+  if (pieces.empty()) return absl::OkStatus();
+  return Issue("all_reduce_pieces", stream,
+               [this, pieces = std::move(pieces), t, op] { return DoAllReducePieces(pieces, t, op); });
+}
+
+absl::Status Communicator::DoAllReducePieces(const std::vector<Piece>&, DataType, RedOp) {
+  return Unsupported("all_reduce_pieces: backend %s does not reduce buffers in pieces", Name(backend()));
+}
+
 absl::Status Communicator::Barrier() {
   return Issue("barrier", nullptr, [this] { return DoBarrier(); });
 }

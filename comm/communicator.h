@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,6 +45,16 @@ struct CommOptions {
 // Fills the zero fields of `o` from the environment (core/env.h).
 CommOptions ResolveOptions(CommOptions o);
 
+// One piece of a buffer that lies in pieces (AllReducePieces): elements
+// [offset, offset + count) of the logical buffer, read from `send` and
+// written to `recv` (equal: in place).
+struct Piece {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t offset = 0;
+  size_t count = 0;
+};
+
 class Communicator {
  public:
   Communicator(int rank, int size, const CommOptions& options);
@@ -65,6 +76,14 @@ class Communicator {
   absl::Status AllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream);
   absl::Status Broadcast(const void* send, void* recv, size_t count, DataType t, int root, void* stream);
   absl::Status Barrier();
+  // An all-reduce of a buffer that lies in pieces: every rank passes the
+  // same offsets and counts (ascending, not overlapping) with its own
+  // pointers, and no piece's memory overlaps another's. Only backends that read their peers' memory do it
+  // (ReducesPieces: the in-process one), reducing each piece where it lies:
+  // the reducer's separate gradient buffers without a copy in or out.
+  // Elsewhere it is Unsupported; pack the pieces and call AllReduce.
+  virtual bool ReducesPieces() const { return false; }
+  absl::Status AllReducePieces(std::vector<Piece> pieces, DataType t, RedOp op, void* stream);
   // nullptr (and OK) for color < 0.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
 
@@ -86,6 +105,8 @@ class Communicator {
   virtual absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                                    void* stream) = 0;
   virtual absl::Status DoBarrier() = 0;
+  // Only where ReducesPieces(); `pieces` checked and non-empty.
+  virtual absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op);
   virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) = 0;
   // Called once by Abort(): wake anything blocked in the backend.
   virtual void DoAbort() {}

@@ -81,6 +81,11 @@ struct ReducerOptions {
   // cache; a gradient this large that needs no copy is one piece of its own.
   // CUDA memory: a bucket is one piece (NCCL pipelines it itself).
   size_t segment_bytes = size_t{2} << 20;
+  // Host memory, separate buffers, on a backend that reads its peers'
+  // memory (Communicator::ReducesPieces: in-process ranks): a segment is
+  // averaged where its gradients lie, in pieces, with no copy in or out.
+  // Off: the copy plans, as on every other backend.
+  bool reduce_in_pieces = true;
 };
 
 // Time the comm stream spent on bucket work (copy-in, all-reduce, copy-out).
@@ -96,6 +101,9 @@ struct ReducerStats {
   // Host memory, separate buffers: segments averaged inside their gradient
   // (shard/reducer.h, "in place"), with no copy in or out.
   int64_t segments_in_place = 0;
+  // Host memory, separate buffers, in-process ranks: segments of several
+  // gradients averaged where they lie (ReducerOptions::reduce_in_pieces).
+  int64_t segments_in_pieces = 0;
 };
 
 struct CopyList;
@@ -171,6 +179,9 @@ class Reducer {
   void RetireCopies(SegmentCopies& c);   // drops c's plans (CUDA: to dev_, see DeviceSide::Retire)
   int WholeSlot(int b, size_t k) const;  // host: the slot segment k lies wholly inside (in place), or -1
   void LaunchOnHost(int b, size_t k, unsigned char* at, size_t n);
+  // Segment k as pieces where its gradients lie (the bucket's slot for a
+  // view or an unused one), or empty when it cannot be reduced that way.
+  std::vector<Piece> InPieces(int b, size_t k, unsigned char* at) const;
   void LaunchOnDevice(int b, unsigned char* at, size_t n);
   void ZeroSlot(int g);                 // a gradient that took no part contributes zeros
   void RestoreUnusedEverywhere();       // after the used-bitmap: view mode's unused slots get their values back

@@ -42,7 +42,7 @@ std::pair<size_t, size_t> Chunk(size_t n, size_t parts, size_t i) {
 // Chunks for `bytes`: at least one when there is anything to do.
 size_t Pieces(size_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
 
-enum Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast };
+enum Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kAllReducePieces };
 
 const char* KindName(int64_t k) {
   switch (k) {
@@ -50,6 +50,7 @@ const char* KindName(int64_t k) {
     case kReduceScatter: return "reduce_scatter";
     case kAllGather: return "all_gather";
     case kBroadcast: return "broadcast";
+    case kAllReducePieces: return "all_reduce_pieces";
   }
   return "collective";
 }
@@ -64,23 +65,27 @@ std::string Describe(int64_t count, int64_t sig) {
   const Kind kind = static_cast<Kind>(sig >> 32);
   std::string s = absl::StrFormat("%s of %d %s", KindName(kind), count,
                                   Name(static_cast<DataType>(sig & 0xff)));
-  if (kind == kAllReduce || kind == kReduceScatter) s += absl::StrFormat(" (%s)", Name(static_cast<RedOp>(sig >> 8 & 0xff)));
+  if (kind == kAllReduce || kind == kReduceScatter || kind == kAllReducePieces) s += absl::StrFormat(" (%s)", Name(static_cast<RedOp>(sig >> 8 & 0xff)));
   if (kind == kBroadcast) s += absl::StrFormat(" from root %d", static_cast<int>((sig >> 16 & 0xffff) - 1));
   return s;
 }
 
 }  // namespace
 
-absl::Status InProcComm::Publish(const char* name, const void* send, void* recv, size_t count, int64_t signature) {
-  world_->slot(rank()) = {send, recv, static_cast<int64_t>(count), signature};
+absl::Status InProcComm::Publish(const void* send, void* recv, size_t count, int64_t signature,
+                                 uint64_t layout) {
+  world_->slot(rank()) = {send, recv, static_cast<int64_t>(count), signature, layout};
   RETURN_IF_ERROR(Arrive(/*compare=*/true));
   const int r = world_->disagreement();
   if (r < 0) return absl::OkStatus();
   // Every rank fails alike and touches no peer's buffer; the barrier keeps
   // the slots until all have read them for the message.
   const Slot &zero = world_->slot(0), &other = world_->slot(r);
-  const absl::Status mismatch = InvalidUsage("%s: the ranks called different collectives: rank 0 called %s, rank %d called %s",
-                                             name, Describe(zero.a, zero.b), r, Describe(other.a, other.b));
+  const bool only_pieces = zero.a == other.a && zero.b == other.b;
+  const absl::Status mismatch =
+      InvalidUsage("the ranks called different collectives: rank 0 called %s, rank %d called %s%s",
+                   Describe(zero.a, zero.b), r, Describe(other.a, other.b),
+                   only_pieces ? " with other piece offsets or counts" : "");
   RETURN_IF_ERROR(Arrive());
   return mismatch;
 }
@@ -96,24 +101,17 @@ void InProcComm::Share(size_t n, Work&& work) {
   world_->WaitDone(end);
 }
 
-void InProcComm::ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out, int self,
-                                 bool push) {
+void InProcComm::Reduce(size_t n, DataType t, RedOp op, const char* const* src, char* const* dst, int ndst) {
   const size_t es = ElementSize(t), as = AccumSize(t);
   acc_.resize(std::min(n, kBlockElems) * as);
   for (size_t done = 0; done < n; done += kBlockElems) {
-    const size_t m = std::min(kBlockElems, n - done);
-    const size_t off = offset_bytes + done * es;
-    ToAccum(t, static_cast<const char*>(world_->slot(0).send) + off, acc_.data(), m);
-    for (int r = 1; r < size(); ++r) {
-      AccumulateInto(t, op, acc_.data(), static_cast<const char*>(world_->slot(r).send) + off, m);
-    }
-    char* const mine = static_cast<char*>(out) + done * es;
-    FromAccum(t, op, size(), acc_.data(), mine, m);
+    const size_t m = std::min(kBlockElems, n - done), off = done * es;
+    ToAccum(t, src[0] + off, acc_.data(), m);
+    for (int r = 1; r < size(); ++r) AccumulateInto(t, op, acc_.data(), src[r] + off, m);
+    FromAccum(t, op, size(), acc_.data(), dst[0] + off, m);
     // This block of every buffer is touched by this chunk's owner alone, so
-    // the peers' outputs can take it even where they are their inputs.
-    for (int r = 0; push && r < size(); ++r) {
-      if (r != self) std::memcpy(static_cast<char*>(world_->slot(r).recv) + off, mine, m * es);
-    }
+    // an output can take it even where it is its input.
+    for (int d = 1; d < ndst; ++d) std::memcpy(dst[d] + off, dst[0] + off, m * es);
   }
 }
 
@@ -124,13 +122,63 @@ absl::Status InProcComm::DoAllReduce(const void* send, void* recv, size_t count,
     if (send != recv && count > 0) std::memcpy(recv, send, count * es);
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(Publish("all_reduce", send, recv, count, Signature(kAllReduce, t, op)));
+  RETURN_IF_ERROR(Publish(send, recv, count, Signature(kAllReduce, t, op)));
   // Each chunk reduced from every rank's input into this rank's output, and
   // pushed into the peers' outputs.
   const size_t n = Pieces(count * es);
   Share(n, [&](size_t i) {
     const auto [b, e] = Chunk(count, n, i);
-    ReduceFromPeers(b * es, e - b, t, op, static_cast<char*>(recv) + b * es, rank(), /*push=*/true);
+    for (int r = 0, d = 1; r < size(); ++r) {
+      src_[r] = static_cast<const char*>(world_->slot(r).send) + b * es;
+      char* out = static_cast<char*>(world_->slot(r).recv) + b * es;
+      if (r == rank()) dst_[0] = out; else dst_[d++] = out;
+    }
+    Reduce(e - b, t, op, src_.data(), dst_.data(), size());
+  });
+  return absl::OkStatus();
+}
+
+// Ranks must pass the same layout: a hash of it joins the comparison.
+static uint64_t LayoutHash(const std::vector<Piece>& pieces) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the offsets and counts
+  for (const Piece& p : pieces) {
+    for (uint64_t v : {static_cast<uint64_t>(p.offset), static_cast<uint64_t>(p.count)}) h = (h ^ v) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+// The logical buffer is cut into chunks like a plain all-reduce's (gaps
+// between pieces count, so every rank cuts alike); a chunk reduces the
+// parts of the pieces inside it, each from every rank's own pointers.
+absl::Status InProcComm::DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) {
+  const size_t es = ElementSize(t);
+  if (size() == 1) {
+    for (const Piece& p : pieces) {
+      if (p.send != p.recv && p.count > 0) std::memcpy(p.recv, p.send, p.count * es);
+    }
+    return absl::OkStatus();
+  }
+  const size_t count = pieces.back().offset + pieces.back().count;
+  RETURN_IF_ERROR(Publish(pieces.data(), nullptr, count, Signature(kAllReducePieces, t, op),
+                          LayoutHash(pieces)));
+  const size_t n = Pieces(count * es);
+  Share(n, [&](size_t i) {
+    const auto [b, e] = Chunk(count, n, i);
+    auto j = static_cast<size_t>(std::partition_point(pieces.begin(), pieces.end(),
+                                                      [b = b](const Piece& p) { return p.offset + p.count <= b; }) -
+                                 pieces.begin());
+    for (; j < pieces.size() && pieces[j].offset < e; ++j) {
+      const size_t lo = std::max(b, pieces[j].offset), hi = std::min(e, pieces[j].offset + pieces[j].count);
+      if (lo >= hi) continue;
+      const size_t skip = (lo - pieces[j].offset) * es;
+      for (int r = 0, d = 1; r < size(); ++r) {
+        const Piece& p = static_cast<const Piece*>(world_->slot(r).send)[j];
+        src_[r] = static_cast<const char*>(p.send) + skip;
+        char* out = static_cast<char*>(p.recv) + skip;
+        if (r == rank()) dst_[0] = out; else dst_[d++] = out;
+      }
+      Reduce(hi - lo, t, op, src_.data(), dst_.data(), size());
+    }
   });
   return absl::OkStatus();
 }
@@ -138,22 +186,23 @@ absl::Status InProcComm::DoAllReduce(const void* send, void* recv, size_t count,
 absl::Status InProcComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                                          void*) {
   const size_t es = ElementSize(t);
-  RETURN_IF_ERROR(Publish("reduce_scatter", send, recv, recvcount, Signature(kReduceScatter, t, op)));
+  RETURN_IF_ERROR(Publish(send, recv, recvcount, Signature(kReduceScatter, t, op)));
   // Block q of every input, reduced into rank q's output. Only the chunk's
   // owner reads those elements of any input, so writing them in place is safe.
   const size_t per = Pieces(recvcount * es);
   Share(per * size(), [&](size_t i) {
     const size_t q = i / per;
     const auto [b, e] = Chunk(recvcount, per, i % per);
-    ReduceFromPeers((q * recvcount + b) * es, e - b, t, op, static_cast<char*>(world_->slot(q).recv) + b * es, -1,
-                    /*push=*/false);
+    for (int r = 0; r < size(); ++r) src_[r] = static_cast<const char*>(world_->slot(r).send) + (q * recvcount + b) * es;
+    dst_[0] = static_cast<char*>(world_->slot(q).recv) + b * es;
+    Reduce(e - b, t, op, src_.data(), dst_.data(), 1);
   });
   return absl::OkStatus();
 }
 
 absl::Status InProcComm::DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void*) {
   const size_t block = sendcount * ElementSize(t);
-  RETURN_IF_ERROR(Publish("all_gather", send, recv, sendcount, Signature(kAllGather, t)));
+  RETURN_IF_ERROR(Publish(send, recv, sendcount, Signature(kAllGather, t)));
   // Piece j of rank r's input, into block r of every output.
   const size_t per = Pieces(block);
   Share(per * size(), [&](size_t i) {
@@ -170,7 +219,7 @@ absl::Status InProcComm::DoAllGather(const void* send, void* recv, size_t sendco
 
 absl::Status InProcComm::DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root, void*) {
   const size_t bytes = count * ElementSize(t);
-  RETURN_IF_ERROR(Publish("broadcast", send, recv, count, Signature(kBroadcast, t, RedOp::kSum, root)));
+  RETURN_IF_ERROR(Publish(send, recv, count, Signature(kBroadcast, t, RedOp::kSum, root)));
   const size_t n = Pieces(bytes);
   Share(n, [&](size_t i) {
     const auto [b, e] = Chunk(bytes, n, i);

@@ -34,7 +34,7 @@ absl::Status World::Arrive(int rank, int timeout_ms, bool compare) {
       if (compare) {
         disagree_ = -1;
         for (int r = 1; r < size_ && disagree_ < 0; ++r) {
-          if (slots_[r].a != slots_[0].a || slots_[r].b != slots_[0].b) disagree_ = r;
+          if (slots_[r].a != slots_[0].a || slots_[r].b != slots_[0].b || slots_[r].c != slots_[0].c) disagree_ = r;
         }
       }
       generation_.store(gen + 1, std::memory_order_release);
@@ -111,7 +111,7 @@ void World::ForgetSplit(uint64_t seq) {
 }
 
 InProcComm::InProcComm(std::shared_ptr<World> world, int rank, const CommOptions& options)
-    : Communicator(rank, world->size(), options), world_(std::move(world)) {}
+    : Communicator(rank, world->size(), options), world_(std::move(world)), src_(size()), dst_(size()) {}
 
 absl::Status InProcComm::DoBarrier() { return Arrive(); }
 

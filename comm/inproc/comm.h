@@ -31,6 +31,7 @@ struct Slot {
   void* recv = nullptr;
   int64_t a = 0;  // split: color; collectives: the count
   int64_t b = 0;  // split: key; collectives: type, op and root (Signature)
+  uint64_t c = 0;  // pieces: a hash of their offsets and counts
 };
 
 class World {
@@ -42,7 +43,7 @@ class World {
   // Generation barrier. Fails with Timeout after timeout_ms (and marks the
   // world broken, so the others fail at once rather than wait out their own
   // timeouts), with Aborted once any rank aborted. With `compare`, the last
-  // rank in also finds the first slot whose {a, b} differ from rank 0's,
+  // rank in also finds the first slot whose {a, b, c} differ from rank 0's,
   // for disagreement(): compared there, before any rank can leave and
   // publish its next call.
   absl::Status Arrive(int rank, int timeout_ms, bool compare = false);
@@ -97,28 +98,35 @@ class InProcComm final : public Communicator {
   absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                            void* stream) override;
   absl::Status DoBarrier() override;
+  bool ReducesPieces() const override { return true; }
+  absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
   void DoAbort() override { world_->Abort(); }
 
  private:
   absl::Status Arrive(bool compare = false) { return world_->Arrive(rank(), options().timeout_ms, compare); }
-  // Publishes {send, recv, count, signature} and waits for every rank; an
-  // error when the ranks passed different counts, types, ops or roots.
-  absl::Status Publish(const char* name, const void* send, void* recv, size_t count, int64_t signature);
+  // Publishes {send, recv, count, signature, layout} and waits for every
+  // rank; an error when the ranks passed different counts, types, ops,
+  // roots or piece layouts.
+  absl::Status Publish(const void* send, void* recv, size_t count, int64_t signature,
+                       uint64_t layout = 0);
   // Runs work(i) for each chunk i in [0, n) of this collective, shared with
   // the peers: a rank whose thread is not running does not hold the others
   // up, which is what costs most when ranks' threads outnumber the cores.
   template <typename Work>
   void Share(size_t n, Work&& work);
-  // out = op over ranks of (slot(r).send + offset)[0..n), reduced in rank
-  // order; with `push`, also copied to (slot(r).recv + offset) of every
-  // rank but `self`, whose output `out` is.
-  void ReduceFromPeers(size_t offset_bytes, size_t n, DataType t, RedOp op, void* out, int self, bool push);
+  // dst[0][0..n) = op over ranks r of src[r][0..n), in rank order, then
+  // copied to dst[1..ndst): one element range of every rank's input to
+  // `ndst` outputs. Each block is read from every input before any output
+  // is written, so an output may be its input.
+  void Reduce(size_t n, DataType t, RedOp op, const char* const* src, char* const* dst, int ndst);
 
   std::shared_ptr<World> world_;
   uint64_t splits_ = 0;
   uint64_t tickets_ = 0;            // chunks of this world's collectives so far: the next one's base
   std::vector<unsigned char> acc_;  // accumulator scratch, reused across calls
+  std::vector<const char*> src_;    // Reduce's arguments, per rank, reused
+  std::vector<char*> dst_;
 };
 
 // `n` communicators of one new world; comms[r] is rank r.

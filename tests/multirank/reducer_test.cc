@@ -152,14 +152,20 @@ TEST_P(ReducerWorld, GradientAsBucketView) {
 // A for odd g and B for even g, with gradient 3 unused on every rank in step
 // 4 (its slot is zero-filled and its buffer left alone). Before each step the
 // buffers not in use are poisoned: a stale plan would read the poison into
-// the sum or write the average into the wrong buffer.
+// the sum or write the average into the wrong buffer. The same with
+// segments reduced in pieces where the gradients lie (in-process ranks
+// read each other's buffers: a stale pointer would read poison too).
 TEST_P(ReducerWorld, CopyPlansFollowGradientBuffersThatMove) {
   const int world = GetParam();
-  for (std::optional<DataType> comm_dtype : {std::optional<DataType>(), std::optional<DataType>(DataType::kBfloat16)}) {
+  const std::optional<DataType> bf16 = DataType::kBfloat16, own;
+  for (const auto& [comm_dtype, pieces] : {std::pair{own, false}, std::pair{own, true}, std::pair{bf16, false},
+                                           std::pair{bf16, true}}) {
     RunRanks(world, [&](int rank, Communicator& comm) {
       ReducerOptions o = SmallBuckets();
       o.rebuild_buckets = false;  // one layout throughout: only the buffers move
       o.comm_dtype = comm_dtype;
+      o.reduce_in_pieces = pieces;
+      const bool plans_used = !pieces || comm_dtype.has_value();  // compression needs the copies
       auto red = Reducer::Create(&comm, Specs(kCounts), o);
       ASSERT_TRUE(red.ok()) << red.status();
       Reducer& r = **red;
@@ -195,7 +201,9 @@ TEST_P(ReducerWorld, CopyPlansFollowGradientBuffersThatMove) {
         }
         // Plans are made in step 0, reused in step 1 (same buffers), remade in step 2.
         const int64_t built = r.stats().copy_plans_built;
-        if (step == 0) {
+        if (!plans_used) {
+          EXPECT_EQ(built, 0) << "segments in pieces need no copy plans";
+        } else if (step == 0) {
           EXPECT_GT(built, 0);
         } else if (step == 1) {
           EXPECT_EQ(built, plans) << "the same buffers in step 1 should reuse step 0's plans";
@@ -211,6 +219,7 @@ TEST_P(ReducerWorld, CopyPlansFollowGradientBuffersThatMove) {
       } else {
         EXPECT_GT(r.stats().segments_in_place, 0);
       }
+      EXPECT_EQ(r.stats().segments_in_pieces > 0, !plans_used);
     });
   }
 }
@@ -338,7 +347,8 @@ TEST(Reducer, FindUnusedAveragesWithZerosAndReportsUse) {
           ASSERT_TRUE(r.MarkReady(g, ptr[g], nullptr).ok());
         }
       }
-      ASSERT_TRUE(r.Finalize(nullptr).ok());
+      const absl::Status finalized = r.Finalize(nullptr);
+      ASSERT_TRUE(finalized.ok()) << finalized;
       for (int g = 0; g < n; ++g) {
         bool any = false;
         for (int q = 0; q < 4; ++q) any = any || UsedOn(g, q);
