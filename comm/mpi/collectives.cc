@@ -86,6 +86,11 @@ absl::Status MpiComm::DoAllReduce(const void* send, void* recv, size_t count, Da
   return Run(ring, tuning_.window);
 }
 
+absl::Status MpiComm::DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) {
+  RETURN_IF_ERROR(Usable());
+  return Settle(shm_->AllReducePieces(pieces, t, op, Wait()));
+}
+
 absl::Status MpiComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                                       void*) {
   RETURN_IF_ERROR(Usable());

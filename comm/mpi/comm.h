@@ -68,6 +68,9 @@ class MpiComm final : public Communicator {
   absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                            void* stream) override;
   absl::Status DoBarrier() override;
+  // On one node the shared-memory rounds stage from and store into pieces.
+  bool ReducesPieces() const override { return shm_ != nullptr; }
+  absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
 
  private:

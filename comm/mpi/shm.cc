@@ -203,21 +203,65 @@ absl::Status NodeShm::Barrier(const WaitSpec& w) {
 
 absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
                                 const WaitSpec& w) {
+  const size_t es = ElementSize(t);
+  const auto* in = static_cast<const unsigned char*>(send);
+  auto* out = static_cast<unsigned char*>(recv);
+  return AllReduceRounds(
+      count, t, op, w, in, [&](size_t off, size_t n, unsigned char* dst) { std::memcpy(dst, in + off * es, n * es); },
+      [&](const unsigned char* src, size_t off, size_t n) { std::memcpy(out + off * es, src, n * es); });
+}
+
+// Gaps between pieces are staged as zeros: nobody reads their results, but
+// garbage there could be a signalling NaN or an integer overflow to reduce.
+absl::Status NodeShm::AllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op, const WaitSpec& w) {
+  const size_t es = ElementSize(t), count = pieces.back().offset + pieces.back().count;
+  // The first piece ending after `off`; every call walks forward from there.
+  auto first = [&](size_t off) {
+    return std::partition_point(pieces.begin(), pieces.end(),
+                                [off](const Piece& p) { return p.offset + p.count <= off; });
+  };
+  auto read = [&](size_t off, size_t n, unsigned char* dst) {
+    size_t at = off;
+    for (auto p = first(off); p != pieces.end() && p->offset < off + n; ++p) {
+      const size_t lo = std::max(off, p->offset), hi = std::min(off + n, p->offset + p->count);
+      std::memset(dst + (at - off) * es, 0, (lo - at) * es);
+      std::memcpy(dst + (lo - off) * es, static_cast<const unsigned char*>(p->send) + (lo - p->offset) * es,
+                  (hi - lo) * es);
+      at = hi;
+    }
+    std::memset(dst + (at - off) * es, 0, (off + n - at) * es);
+  };
+  auto write = [&](const unsigned char* src, size_t off, size_t n) {
+    for (auto p = first(off); p != pieces.end() && p->offset < off + n; ++p) {
+      const size_t lo = std::max(off, p->offset), hi = std::min(off + n, p->offset + p->count);
+      std::memcpy(static_cast<unsigned char*>(p->recv) + (lo - p->offset) * es, src + (lo - off) * es,
+                  (hi - lo) * es);
+    }
+  };
+  return AllReduceRounds(count, t, op, w, nullptr, read, write);
+}
+
+absl::Status NodeShm::AllReduceRounds(size_t count, DataType t, RedOp op, const WaitSpec& w,
+                                      const unsigned char* direct,
+                                      absl::FunctionRef<void(size_t, size_t, unsigned char*)> read,
+                                      absl::FunctionRef<void(const unsigned char*, size_t, size_t)> write) {
   const size_t es = ElementSize(t), per_round = std::max<size_t>(round_bytes_ / es, 1);
   const size_t rounds = (count + per_round - 1) / per_round;
   const uint64_t first = round_;
   round_ += rounds;
-  const auto* in = static_cast<const unsigned char*>(send);
-  auto* out = static_cast<unsigned char*>(recv);
   auto len = [&](size_t k) { return std::min(per_round, count - k * per_round); };
-  // Only rank c reads chunk c, so this rank's own chunk is read from `send`
-  // where it is, never staged.
+  // Only rank c reads chunk c, so with a direct input this rank's own chunk
+  // is read where it is, never staged.
   auto copy_in = [&](size_t k) {
     const size_t n = len(k), b = ChunkBegin(n, rank_, size_), e = ChunkBegin(n, rank_ + 1, size_);
     unsigned char* buf = Buf(rank_, first + k);
-    const unsigned char* src = in + k * per_round * es;
-    std::memcpy(buf, src, b * es);
-    std::memcpy(buf + e * es, src + e * es, (n - e) * es);
+    const size_t at = k * per_round;
+    if (direct == nullptr) {
+      read(at, n, buf);
+      return;
+    }
+    read(at, b, buf);
+    read(at + e, n - e, buf + e * es);
   };
   // Pipelined so that one barrier per round suffices: at barrier k, round
   // k is reduced (everyone may copy it out) and round k+1 is staged
@@ -230,12 +274,12 @@ absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, Data
     // rank 0's buffer, one copy away from every rank's output.
     const size_t n = len(k), b = ChunkBegin(n, rank_, size_), e = ChunkBegin(n, rank_ + 1, size_);
     const uint64_t g = first + k;
-    const unsigned char* own = in + (k * per_round + b) * es;
+    const unsigned char* own = direct != nullptr ? direct + (k * per_round + b) * es : Buf(rank_, g) + b * es;
     auto src = [&](int q) -> const void* { return q == rank_ ? own : Buf(q, g) + b * es; };
     if (e > b) Reduce(t, op, src, e - b, Buf(0, g) + b * es);
     if (k + 1 < rounds) copy_in(k + 1);
     RETURN_IF_ERROR(Barrier(w));
-    std::memcpy(out + k * per_round * es, Buf(0, g), n * es);
+    write(Buf(0, g), k * per_round, n);
   }
   return absl::OkStatus();
 }

@@ -46,6 +46,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/functional/function_ref.h"
+#include "comm/communicator.h"
 #include "comm/mpi/pipeline.h"
 #include "core/dtype.h"
 
@@ -67,6 +69,10 @@ class NodeShm {
   size_t round_bytes() const { return round_bytes_; }
 
   absl::Status AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, const WaitSpec& w);
+  // The same over a buffer that lies in pieces (Communicator::AllReducePieces):
+  // the rounds are staged from the pieces and copied out into them, so the
+  // reducer's separate gradients need no bucket copy on top of the staging.
+  absl::Status AllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op, const WaitSpec& w);
   absl::Status ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                              const WaitSpec& w);
   absl::Status AllGather(const void* send, void* recv, size_t sendcount, DataType t, const WaitSpec& w);
@@ -77,6 +83,13 @@ class NodeShm {
   NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped);
   // Rank q's staging buffer for round `round` (counted across calls).
   unsigned char* Buf(int q, uint64_t round) const;
+  // The all-reduce of `count` elements: read(off, n, dst) stages logical
+  // elements [off, off + n), write(src, off, n) stores results. `direct`,
+  // when not null, is the input as one buffer, where this rank reads its own
+  // chunk instead of staging it.
+  absl::Status AllReduceRounds(size_t count, DataType t, RedOp op, const WaitSpec& w, const unsigned char* direct,
+                               absl::FunctionRef<void(size_t, size_t, unsigned char*)> read,
+                               absl::FunctionRef<void(const unsigned char*, size_t, size_t)> write);
   // The scratch accumulator for `bytes` (private to this rank).
   void* Accum(size_t bytes);
   // out[0..n) = op over q = 0..size-1 of src(q)[0..n), in rank order;

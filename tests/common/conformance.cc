@@ -253,5 +253,78 @@ std::string CheckAbort(Communicator& comm) {
   return Finish("abort", r, err);
 }
 
+std::string CheckAllReducePieces(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  std::vector<int32_t> one(4);
+  const std::vector<Piece> probe = {{one.data(), one.data(), 0, 4}};
+  if (!comm.ReducesPieces()) {
+    const absl::Status s = comm.AllReducePieces(probe, DataType::kInt32, RedOp::kSum, nullptr);
+    if (s.code() != absl::StatusCode::kUnimplemented || !absl::StrContains(s.message(), Name(comm.backend()))) {
+      return absl::StrCat("a backend that does not reduce pieces: got ", s.ToString(), ", want Unsupported");
+    }
+    return "";
+  }
+  std::string err;
+  // Offsets and counts in elements; the last piece spans many 256 KiB chunks
+  // or shared-memory rounds, the middle one crosses a boundary.
+  const size_t offsets[] = {3, 100, 70000}, counts[] = {90, 69000, 200000};
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool avg = pass == 1;  // float32 average on a host stream; int32 sum blocking
+    const DataType t = avg ? DataType::kFloat32 : DataType::kInt32;
+    std::vector<std::vector<int32_t>> in32(3), out32(3);
+    std::vector<std::vector<float>> inf(3), outf(3);
+    std::vector<Piece> pieces;
+    for (int i = 0; i < 3; ++i) {
+      const size_t c = counts[i];
+      in32[i].resize(c), out32[i].assign(c, -1), inf[i].resize(c), outf[i].assign(c, -1.0f);
+      for (size_t j = 0; j < c; ++j) {
+        const int v = (r + 1) * n + static_cast<int>((offsets[i] + j) % 5);  // averages exact in float32
+        in32[i][j] = v, inf[i][j] = static_cast<float>(v);
+      }
+      void* in = avg ? static_cast<void*>(inf[i].data()) : in32[i].data();
+      void* out = i == 1 ? in : avg ? static_cast<void*>(outf[i].data()) : out32[i].data();  // piece 1 in place
+      pieces.push_back({in, out, offsets[i], c});
+    }
+    absl::Status s;
+    if (avg) {
+      HostStream stream;
+      s = comm.AllReducePieces(pieces, t, RedOp::kAvg, &stream);
+      const absl::Status done = stream.Synchronize();
+      if (s.ok()) s = done;
+    } else {
+      s = comm.AllReducePieces(pieces, t, RedOp::kSum, nullptr);
+    }
+    if (!s.ok()) return absl::StrCat("all_reduce_pieces (", Name(t), "): ", s.ToString());
+    for (int i = 0; i < 3; ++i) {
+      for (size_t j = 0; j < counts[i]; ++j) {
+        const int64_t k = static_cast<int64_t>((offsets[i] + j) % 5);
+        const int64_t sum = static_cast<int64_t>(n) * n * (n + 1) / 2 + n * k;
+        const double got = avg ? (i == 1 ? inf[i][j] : outf[i][j]) : (i == 1 ? in32[i][j] : out32[i][j]);
+        const double want = avg ? static_cast<double>(sum) / n : static_cast<double>(sum);
+        if (got != want) {
+          return absl::StrCat("all_reduce_pieces (", Name(t), "): piece ", i, " element ", j, " is ", got, ", want ",
+                              want);
+        }
+      }
+    }
+  }
+  // Refused before anything runs.
+  int32_t* p = one.data();
+  const std::vector<Piece> back = {{p + 2, p + 2, 5, 2}, {p, p, 0, 2}};
+  const std::vector<Piece> overlap = {{p, p + 1, 0, 2}};
+  const std::vector<Piece> overflow = {{p, p, std::numeric_limits<size_t>::max() - 2, 4}};
+  const std::pair<const std::vector<Piece>*, const char*> bad[] = {
+      {&back, "piece 1 starts at element 0, inside the piece before it"},
+      {&overlap, "piece 0: send = "},
+      {&overflow, "overflows"}};
+  for (const auto& [list, want] : bad) {
+    const absl::Status s = comm.AllReducePieces(*list, DataType::kInt32, RedOp::kSum, nullptr);
+    Expect(s.code() == absl::StatusCode::kInvalidArgument && absl::StrContains(s.message(), want),
+           absl::StrCat("got ", s.ToString(), ", want InvalidArgument with \"", want, "\""), &err);
+  }
+  if (!err.empty()) return err;
+  return CheckUsable(comm, "after refused pieces");
+}
+
 }  // namespace testing
 }  // namespace weft

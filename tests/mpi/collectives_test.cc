@@ -137,6 +137,20 @@ TEST(Mpi, RandomSequenceThroughSmallRounds) {
   RunCases(*comm, cases);
 }
 
+// On one node with shared memory (the default) pieces are staged straight
+// from and into their buffers, in rounds of the default size and of 256
+// bytes (many rounds per piece, pieces within a round); WEFT_SHM=0 checks
+// the refusal.
+TEST(Mpi, AllReducePieces) {
+  for (size_t segment : {size_t{0}, size_t{256}}) {
+    CommOptions options;
+    options.segment_bytes = segment;
+    auto comm = World(options);
+    ASSERT_NE(comm, nullptr);
+    EXPECT_EQ(CheckAllReducePieces(*comm), "") << "segment_bytes " << segment << ", rank " << comm->rank();
+  }
+}
+
 TEST(Mpi, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
   auto comm = World();
   ASSERT_NE(comm, nullptr);
