@@ -78,9 +78,11 @@ class Communicator {
   absl::Status Barrier();
   // An all-reduce of a buffer that lies in pieces: every rank passes the
   // same offsets and counts (ascending, not overlapping) with its own
-  // pointers, and no piece's memory overlaps another's. Only backends that read their peers' memory do it
-  // (ReducesPieces: the in-process one), reducing each piece where it lies:
-  // the reducer's separate gradient buffers without a copy in or out.
+  // pointers, and no piece's memory overlaps another's. Only backends that
+  // move the bytes themselves do it (ReducesPieces): in-process ranks reduce
+  // each piece where it lies, MPI ranks on one node stage their
+  // shared-memory rounds from the pieces and store into them. That is the
+  // reducer's separate gradient buffers without a bucket copy in and out.
   // Elsewhere it is Unsupported; pack the pieces and call AllReduce.
   virtual bool ReducesPieces() const { return false; }
   absl::Status AllReducePieces(std::vector<Piece> pieces, DataType t, RedOp op, void* stream);

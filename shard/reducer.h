@@ -81,10 +81,10 @@ struct ReducerOptions {
   // cache; a gradient this large that needs no copy is one piece of its own.
   // CUDA memory: a bucket is one piece (NCCL pipelines it itself).
   size_t segment_bytes = size_t{2} << 20;
-  // Host memory, separate buffers, on a backend that reads its peers'
-  // memory (Communicator::ReducesPieces: in-process ranks): a segment is
-  // averaged where its gradients lie, in pieces, with no copy in or out.
-  // Off: the copy plans, as on every other backend.
+  // Host memory, separate buffers, on a backend that reduces a buffer in
+  // pieces (Communicator::ReducesPieces: in-process ranks, MPI ranks on one
+  // node): a segment is averaged straight from and into its gradients, with
+  // no copy into the bucket and back. Off: the copy plans, as elsewhere.
   bool reduce_in_pieces = true;
 };
 
@@ -101,8 +101,8 @@ struct ReducerStats {
   // Host memory, separate buffers: segments averaged inside their gradient
   // (shard/reducer.h, "in place"), with no copy in or out.
   int64_t segments_in_place = 0;
-  // Host memory, separate buffers, in-process ranks: segments of several
-  // gradients averaged where they lie (ReducerOptions::reduce_in_pieces).
+  // Host memory, separate buffers: segments of several gradients averaged
+  // straight from and into them (ReducerOptions::reduce_in_pieces).
   int64_t segments_in_pieces = 0;
 };
 

@@ -318,9 +318,8 @@ int Reducer::WholeSlot(int b, size_t k) const {
 // segment goes in pieces depends on the layout alone (whole-gradient
 // segments stay plain all-reduces; compressed buckets need the copies that
 // cast), so every rank issues the same collective. Gaps between
-// slots are left out: nobody reads them. Only in-process ranks read each
-// other's memory; float16 needs no 1/N before the sum there, since the
-// in-process reduction accumulates in float32.
+// slots are left out: nobody reads them. Float16 needs no 1/N before the
+// sum here: both backends that reduce pieces accumulate halves in float32.
 std::vector<Piece> Reducer::InPieces(int b, size_t k, unsigned char* at) const {
   std::vector<Piece> out;
   if (!options_.reduce_in_pieces || !comm_->ReducesPieces()) return out;
