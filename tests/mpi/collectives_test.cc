@@ -14,6 +14,7 @@
 #include "comm/mpi/bootstrap.h"
 #include "comm/mpi/comm.h"
 #include "comm/registry.h"
+#include "shard/reducer.h"
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
@@ -149,6 +150,63 @@ TEST(Mpi, AllReducePieces) {
     ASSERT_NE(comm, nullptr);
     EXPECT_EQ(CheckAllReducePieces(*comm), "") << "segment_bytes " << segment << ", rank " << comm->rank();
   }
+}
+
+// The DDP reducer on MPI ranks, separate gradient buffers: on one node the
+// segments of small gradients are reduced in pieces straight from and into
+// the gradients (shared memory), with WEFT_SHM=0 through the bucket's
+// copies. Buffers alternate between two sets, the idle set poisoned, and
+// one gradient is unused everywhere in step 2 (left alone): a stale pointer
+// would read poison or write into the idle set.
+TEST(Mpi, ReducerAveragesSeparateBuffers) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  const int n = comm->size(), r = comm->rank();
+  const std::vector<size_t> counts = {7, 0, 1, 300, 33, 1000, 5, 64, 129, 2, 777, 16, 3000};
+  std::vector<shard::GradSpec> specs;
+  for (size_t c : counts) specs.push_back({c, DataType::kFloat32, MemKind::kHost, std::string()});
+  shard::ReducerOptions o;
+  o.bucket_cap_bytes = 4096;  // several buckets; segments of 256 elements, many of several gradients
+  o.first_bucket_cap_bytes = 512;
+  o.segment_bytes = 1024;
+  auto red = shard::Reducer::Create(comm.get(), specs, o);
+  ASSERT_TRUE(red.ok()) << red.status();
+  // Integers in [-8, 8]: their averages over 2 or 4 ranks are exact either way.
+  auto value = [](int step, int rank, size_t g, size_t j) {
+    return static_cast<float>(static_cast<int>((step * 7 + rank * 5 + g * 3 + j) % 17) - 8);
+  };
+  auto poison = [](size_t j) { return 4096.0f + static_cast<float>(j); };
+  std::vector<std::vector<float>> sets[2];
+  for (auto& set : sets) {
+    for (size_t c : counts) set.emplace_back(c);
+  }
+  for (int step = 0; step < 4; ++step) {
+    auto& mine = sets[step % 2];
+    auto& idle = sets[1 - step % 2];
+    for (size_t g = 0; g < counts.size(); ++g) {
+      for (size_t j = 0; j < counts[g]; ++j) mine[g][j] = value(step, r, g, j), idle[g][j] = poison(j);
+    }
+    for (int g = static_cast<int>(counts.size()) - 1; g >= 0; --g) {
+      const absl::Status s = step == 2 && g == 3 ? (*red)->MarkUnused(g) : (*red)->MarkReady(g, mine[g].data(), nullptr);
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    const absl::Status done = (*red)->Finalize(nullptr);
+    ASSERT_TRUE(done.ok()) << done;
+    for (size_t g = 0; g < counts.size(); ++g) {
+      for (size_t j = 0; j < counts[g]; ++j) {
+        ASSERT_EQ(idle[g][j], poison(j)) << "step " << step << " grad " << g << ": the idle buffer was touched";
+        float want = value(step, r, g, j);  // unused: left alone
+        if (!(step == 2 && g == 3)) {
+          double sum = 0;
+          for (int q = 0; q < n; ++q) sum += value(step, q, g, j);
+          want = static_cast<float>(sum / n);
+        }
+        ASSERT_EQ(mine[g][j], want) << "step " << step << " grad " << g << " element " << j << " rank " << r;
+      }
+    }
+  }
+  EXPECT_EQ((*red)->stats().segments_in_pieces > 0, comm->ReducesPieces());
+  EXPECT_EQ(comm->ReducesPieces(), dynamic_cast<const mpi::MpiComm&>(*comm).shared_memory());
 }
 
 TEST(Mpi, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
