@@ -65,9 +65,22 @@ std::string Describe(int64_t count, int64_t sig) {
   const Kind kind = static_cast<Kind>(sig >> 32);
   std::string s = absl::StrFormat("%s of %d %s", KindName(kind), count,
                                   Name(static_cast<DataType>(sig & 0xff)));
-  if (kind == kAllReduce || kind == kReduceScatter || kind == kAllReducePieces) s += absl::StrFormat(" (%s)", Name(static_cast<RedOp>(sig >> 8 & 0xff)));
+  if (kind == kAllReduce || kind == kReduceScatter || kind == kAllReducePieces) {
+    s += absl::StrFormat(" (%s)", Name(static_cast<RedOp>(sig >> 8 & 0xff)));
+  }
   if (kind == kBroadcast) s += absl::StrFormat(" from root %d", static_cast<int>((sig >> 16 & 0xffff) - 1));
   return s;
+}
+
+// Ranks must pass the same layout: a hash of it joins the comparison.
+uint64_t LayoutHash(const std::vector<Piece>& pieces) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the offsets and counts
+  for (const Piece& p : pieces) {
+    for (uint64_t v : {static_cast<uint64_t>(p.offset), static_cast<uint64_t>(p.count)}) {
+      h = (h ^ v) * 0x100000001b3ull;
+    }
+  }
+  return h;
 }
 
 }  // namespace
@@ -138,15 +151,6 @@ absl::Status InProcComm::DoAllReduce(const void* send, void* recv, size_t count,
   return absl::OkStatus();
 }
 
-// Ranks must pass the same layout: a hash of it joins the comparison.
-static uint64_t LayoutHash(const std::vector<Piece>& pieces) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the offsets and counts
-  for (const Piece& p : pieces) {
-    for (uint64_t v : {static_cast<uint64_t>(p.offset), static_cast<uint64_t>(p.count)}) h = (h ^ v) * 0x100000001b3ull;
-  }
-  return h;
-}
-
 // The logical buffer is cut into chunks like a plain all-reduce's (gaps
 // between pieces count, so every rank cuts alike); a chunk reduces the
 // parts of the pieces inside it, each from every rank's own pointers.
@@ -193,7 +197,9 @@ absl::Status InProcComm::DoReduceScatter(const void* send, void* recv, size_t re
   Share(per * size(), [&](size_t i) {
     const size_t q = i / per;
     const auto [b, e] = Chunk(recvcount, per, i % per);
-    for (int r = 0; r < size(); ++r) src_[r] = static_cast<const char*>(world_->slot(r).send) + (q * recvcount + b) * es;
+    for (int r = 0; r < size(); ++r) {
+      src_[r] = static_cast<const char*>(world_->slot(r).send) + (q * recvcount + b) * es;
+    }
     dst_[0] = static_cast<char*>(world_->slot(q).recv) + b * es;
     Reduce(e - b, t, op, src_.data(), dst_.data(), 1);
   });

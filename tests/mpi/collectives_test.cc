@@ -187,7 +187,8 @@ TEST(Mpi, ReducerAveragesSeparateBuffers) {
       for (size_t j = 0; j < counts[g]; ++j) mine[g][j] = value(step, r, g, j), idle[g][j] = poison(j);
     }
     for (int g = static_cast<int>(counts.size()) - 1; g >= 0; --g) {
-      const absl::Status s = step == 2 && g == 3 ? (*red)->MarkUnused(g) : (*red)->MarkReady(g, mine[g].data(), nullptr);
+      const absl::Status s =
+          step == 2 && g == 3 ? (*red)->MarkUnused(g) : (*red)->MarkReady(g, mine[g].data(), nullptr);
       ASSERT_TRUE(s.ok()) << s;
     }
     const absl::Status done = (*red)->Finalize(nullptr);
