@@ -140,6 +140,41 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, std
   return r;
 }
 
+// Two gradients in one memory would be averaged twice (in pieces, perhaps by
+// two threads at once; through the copies, one over the other's average),
+// and a gradient inside a bucket but not at its own slot would be read as
+// another gradient's. Views (own slots) are disjoint by construction.
+absl::Status Reducer::CheckMemory(int index, const void* grad) const {
+  const GradSpec& spec = grads_[index];
+  const uintptr_t b = reinterpret_cast<uintptr_t>(grad), e = b + spec.count * ElementSize(spec.dtype);
+  if (b == e || grad == SlotPtr(index)) return absl::OkStatus();
+  for (const auto& bs : buckets_) {
+    const auto lo = reinterpret_cast<uintptr_t>(bs->buf->data);
+    if (b < lo + bs->buf->bytes && lo < e) {
+      return InvalidArgument("grad = %p of gradient %s lies in the reducer's bucket memory but is not its own slot "
+                             "(GradSlot(%d) = %p)", grad, GradLabel(grads_, index), index, SlotPtr(index));
+    }
+  }
+  const auto bytes = [&](int g) { return grads_[g].count * ElementSize(grads_[g].dtype); };
+  auto it = marked_spans_.lower_bound(b);
+  const auto other = [&](std::map<uintptr_t, int>::const_iterator at) -> absl::Status {
+    return InvalidArgument("grad = %p of gradient %s overlaps gradient %s (marked at %p in this backward): each "
+                           "gradient needs memory of its own", grad, GradLabel(grads_, index),
+                           GradLabel(grads_, at->second), reinterpret_cast<void*>(at->first));
+  };
+  // The spans are disjoint, so only the neighbours can overlap; this
+  // gradient's own span from an earlier mark (static_graph) is replaced.
+  for (auto at = it; at != marked_spans_.end() && at->first < e; ++at) {
+    if (at->second != index) return other(at);
+  }
+  for (auto at = it; at != marked_spans_.begin();) {
+    --at;
+    if (at->first + bytes(at->second) <= b) break;
+    if (at->second != index) return other(at);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Reducer::CheckIndex(int index) const {
   if (index < 0 || index >= num_grads()) {
     return InvalidArgument("index = %d is not a registered gradient (expected 0..%d)", index, num_grads() - 1);
@@ -158,6 +193,7 @@ std::string Reducer::Labels(const std::vector<int>& grads) const {
 
 void Reducer::ResetIteration() {
   std::fill(ptr_.begin(), ptr_.end(), nullptr);
+  marked_spans_.clear();
   std::fill(marks_.begin(), marks_.end(), 0);
   std::fill(used_.begin(), used_.end(), 0);
   std::fill(unused_.begin(), unused_.end(), 0);
@@ -201,12 +237,17 @@ absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {
                         "gradient is produced once per recomputation; create the reducer with static_graph to "
                         "count the marks", GradLabel(grads_, index));
   }
+  RETURN_IF_ERROR(CheckMemory(index, grad));
   std::optional<DeviceScope> on;  // CUDA: for the event and any launch below
   RETURN_IF_ERROR(EnterDevice(on));
   if (dev_) {
     RETURN_IF_ERROR(dev_->Produced(index, stream));  // before any change: a failure refuses the call
     last_stream_ = stream;
   }
+  if (ptr_[index] != nullptr && ptr_[index] != SlotPtr(index)) {
+    marked_spans_.erase(reinterpret_cast<uintptr_t>(ptr_[index]));  // a static_graph re-mark
+  }
+  if (grad != SlotPtr(index) && spec.count > 0) marked_spans_[reinterpret_cast<uintptr_t>(grad)] = index;
   ptr_[index] = grad;
   ++marks_[index];
   active_ = true;

@@ -51,6 +51,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -169,19 +170,23 @@ class Reducer {
   absl::Status EnterDevice(std::optional<DeviceScope>& on) const;  // CUDA: the reducer's device, for a call
   absl::Status Layout(const PlanOptions& plan_options);  // (re)plans and allocates buffers
   absl::Status CheckIndex(int index) const;
+  // Refuses grad for gradient `index` when its memory overlaps a bucket (but
+  // is not its own slot) or another gradient marked in this backward.
+  absl::Status CheckMemory(int index, const void* grad) const;
   void SlotIn(int g);     // gradient g is in: its segments' pending--, launch what is ready
   void LaunchReady();     // launches segments in order while the next one is complete
   void Launch(int b, size_t k);  // enqueues segment k of bucket b: copy-in, all-reduce, copy-out
   void Pieces(int b, size_t k, CopyList& part) const;  // the marked gradients' pieces inside segment k
-  const SegmentCopies& Copies(int b, size_t k);  // host: segment k's plans, rebuilt if the pointers changed
+  const SegmentCopies& Copies(int b, size_t k);  // host: segment k's plans or pieces, rebuilt if the pointers changed
   void MakeCopies(int b, size_t k, SegmentCopies& c);  // c's plans for the pointers marked now
   void* CopyKey(int b, size_t s) const;  // slot s's pointer in its segments' plan key
   void RetireCopies(SegmentCopies& c);   // drops c's plans (CUDA: to dev_, see DeviceSide::Retire)
   int WholeSlot(int b, size_t k) const;  // host: the slot segment k lies wholly inside (in place), or -1
   void LaunchOnHost(int b, size_t k, unsigned char* at, size_t n);
-  // Segment k as pieces where its gradients lie (the bucket's slot for a
-  // view or an unused one), or empty when it cannot be reduced that way.
-  std::vector<Piece> InPieces(int b, size_t k, unsigned char* at) const;
+  // Whether host segment k is reduced in pieces (Communicator::AllReducePieces).
+  bool InPieces(int b, size_t k) const;
+  // c.pieces for the pointers marked now.
+  void MakePieces(int b, size_t k, SegmentCopies& c);
   void LaunchOnDevice(int b, unsigned char* at, size_t n);
   void ZeroSlot(int g);                 // a gradient that took no part contributes zeros
   void RestoreUnusedEverywhere();       // after the used-bitmap: view mode's unused slots get their values back
@@ -216,6 +221,9 @@ class Reducer {
   // Per gradient, this backward.
   std::vector<void*> ptr_;
   std::vector<int> marks_;
+  // This backward's marked gradients in their own memory (not views), by
+  // address: start -> index. Disjoint; MarkReady refuses an overlap.
+  std::map<uintptr_t, int> marked_spans_;
   std::vector<int> expected_;     // 1; with static_graph, learned in the first backward
   std::vector<uint8_t> used_;     // in (marked ready); all-reduced with max in find-unused mode
   std::vector<uint8_t> unused_;   // MarkUnused'd (or missing at a find-unused Finalize)

@@ -247,7 +247,13 @@ const SegmentCopies& Reducer::Copies(int b, size_t k) {
   SegmentCopies& c = bs.copies[k];
   const size_t first = bs.seg_slot[k], end = std::max(first, bs.seg_slot_end[k]);
   auto key = [&](size_t s) { return CopyKey(b, s); };
-  if (!c.built || !SegmentCopies::Holds(c.ptrs, first, end, key)) MakeCopies(b, k, c);
+  if (!c.built || !SegmentCopies::Holds(c.ptrs, first, end, key)) {
+    if (!dev_ && InPieces(b, k)) {
+      MakePieces(b, k, c);
+    } else {
+      MakeCopies(b, k, c);
+    }
+  }
   return c;
 }
 
@@ -312,30 +318,41 @@ int Reducer::WholeSlot(int b, size_t k) const {
   return static_cast<int>(s);
 }
 
-// Every rank cuts a segment into the same pieces, one per slot with
-// elements in it, and points each at its own memory: the gradient where it
-// is marked, else the slot (a view, an unused gradient's zeros). Whether a
-// segment goes in pieces depends on the layout alone (whole-gradient
-// segments stay plain all-reduces; compressed buckets need the copies that
-// cast), so every rank issues the same collective. Gaps between
-// slots are left out: nobody reads them. Float16 needs no 1/N before the
-// sum here: both backends that reduce pieces accumulate halves in float32.
-std::vector<Piece> Reducer::InPieces(int b, size_t k, unsigned char* at) const {
-  std::vector<Piece> out;
-  if (!options_.reduce_in_pieces || !comm_->ReducesPieces()) return out;
+// Whether a host segment goes in pieces depends on the layout alone, so
+// every rank issues the same collective: not a whole-gradient segment (a
+// plain all-reduce where the gradient lies), not a compressed bucket (the
+// copies cast), and only on a backend that reduces pieces. Float16 needs no
+// 1/N before the sum: both such backends accumulate halves in float32.
+bool Reducer::InPieces(int b, size_t k) const {
+  if (!options_.reduce_in_pieces || !comm_->ReducesPieces() || WholeSlot(b, k) >= 0) return false;
   const BucketState& bs = *buckets_[b];
-  const Bucket& bk = bs.layout;
-  const size_t es = ElementSize(bk.dtype), s0 = bs.segs[k].begin, s1 = bs.segs[k].end;
   for (size_t s = bs.seg_slot[k]; s < bs.seg_slot_end[k]; ++s) {
+    if (grads_[bs.layout.grads[s]].dtype != bs.layout.dtype) return false;
+  }
+  return true;
+}
+
+// One piece per slot with elements in the segment (the same on every
+// rank), each at this rank's memory: the gradient where it is marked, else
+// the slot (a view, an unused gradient's zeros). Gaps between slots are left
+// out: nobody reads them. MarkReady refused any gradient whose memory
+// overlaps another's or a bucket, so no element is reduced twice.
+void Reducer::MakePieces(int b, size_t k, SegmentCopies& c) {
+  BucketState& bs = *buckets_[b];
+  const Bucket& bk = bs.layout;
+  const size_t first = bs.seg_slot[k], end = std::max(first, bs.seg_slot_end[k]);
+  SegmentCopies::Fill(c.ptrs, first, end, [&](size_t s) { return CopyKey(b, s); });
+  c.built = true;
+  c.pieces.clear();
+  const size_t es = ElementSize(bk.dtype), s0 = bs.segs[k].begin, s1 = bs.segs[k].end;
+  for (size_t s = first; s < end; ++s) {
     const int g = bk.grads[s];
-    if (grads_[g].dtype != bk.dtype) return {};  // compressed: the copies cast
     const size_t lo = std::max(bk.offsets[s], s0), hi = std::min(bk.offsets[s] + grads_[g].count, s1);
     if (lo >= hi) continue;
     auto* p = static_cast<unsigned char*>(ptr_[g]);
-    void* where = p != nullptr && p != SlotPtr(g) ? p + (lo - bk.offsets[s]) * es : at + (lo - s0) * es;
-    out.push_back({where, where, lo - s0, hi - lo});
+    void* where = p != nullptr && p != SlotPtr(g) ? p + (lo - bk.offsets[s]) * es : bs.buf->data + lo * es;
+    c.pieces.push_back({where, where, lo - s0, hi - lo});
   }
-  return out;
 }
 
 void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
@@ -354,11 +371,15 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
     }
   }
   kernels::CopyPlan in, out;  // empty: nothing to copy
-  std::vector<Piece> pieces = whole < 0 ? InPieces(b, k, at) : std::vector<Piece>();
-  if (data != nullptr || !pieces.empty()) {
-    if (!pieces.empty()) m = BucketMath{1.0f, 1.0f, RedOp::kAvg};
+  std::vector<Piece> pieces;
+  if (data != nullptr) {
     std::lock_guard<std::mutex> lock(stats_->mu);
-    ++(pieces.empty() ? stats_->value.segments_in_place : stats_->value.segments_in_pieces);
+    ++stats_->value.segments_in_place;
+  } else if (InPieces(b, k)) {
+    pieces = Copies(b, k).pieces;
+    m = BucketMath{1.0f, 1.0f, RedOp::kAvg};
+    std::lock_guard<std::mutex> lock(stats_->mu);
+    ++stats_->value.segments_in_pieces;
   } else {
     const SegmentCopies& c = Copies(b, k);
     in = c.in;
@@ -374,8 +395,8 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
   // The tasks hold copies of the plans (shared state): a later rebuild of
   // this segment's plans leaves the ones already enqueued intact.
   if (in.elements() > 0) hs->Enqueue([in = std::move(in), m] { return in.Run(m.scale_in, nullptr); });
-  Note(pieces.empty() ? comm_->AllReduce(data, data, n, dt, m.op, hs)
-                      : comm_->AllReducePieces(std::move(pieces), dt, m.op, hs));
+  Note(data != nullptr ? comm_->AllReduce(data, data, n, dt, m.op, hs)
+                       : comm_->AllReducePieces(std::move(pieces), dt, m.op, hs));
   const bool last = k + 1 == bs.segments();
   hs->Enqueue([out = std::move(out), m, hs, before, enqueued, last, stats = stats_] {
     const absl::Status st = out.Run(m.scale_out, nullptr);

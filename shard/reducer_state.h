@@ -42,7 +42,8 @@ struct Reducer::Buffer {
 // segment: any difference (a new address, a view, an unused gradient)
 // rebuilds both. Dtypes, the bucket buffer and its scales are fixed for the
 // life of the bucket (a rebuild makes new buckets; scales are given at each
-// Run), so the pointers are the whole key.
+// Run), so the pointers are the whole key. The same holds for a segment
+// reduced in pieces (`pieces`), checked once for gradients that overlap.
 //
 // CUDA (a bucket is one segment): making a device plan costs a host wait
 // (kernels/cuda/copy.cu uploads the table with cudaMemcpy and waits for the
@@ -58,6 +59,9 @@ struct SegmentCopies {
   bool built = false;
   kernels::CopyPlan in;     // the gradients' pieces into the segment
   kernels::CopyPlan out;    // and back out
+  // Instead of the plans, where the segment is reduced in pieces
+  // (Reducer::MakePieces): straight from and into the gradients.
+  std::vector<Piece> pieces;
 
   // Whether `v` holds key(s) for the slots s in [first, end).
   template <class Key>

@@ -427,6 +427,56 @@ TEST(Reducer, RefusedCallsChangeNothing) {
   });
 }
 
+// A gradient whose memory overlaps another gradient marked in the same
+// backward, or lies in a bucket but not at its own slot, is refused at
+// MarkReady naming both (it would be averaged twice, or read as another
+// gradient's); the refusal changes nothing, and the backward completes with
+// the right averages once the gradient comes in its own memory. In pieces
+// and through the copies.
+TEST(Reducer, RefusesGradientsThatShareMemory) {
+  for (bool pieces : {true, false}) {
+    RunRanks(2, [&](int rank, Communicator& comm) {
+      ReducerOptions o = SmallBuckets();
+      o.reduce_in_pieces = pieces;
+      auto red = Reducer::Create(&comm, Specs(kCounts), o);
+      ASSERT_TRUE(red.ok()) << red.status();
+      Reducer& r = **red;
+      std::vector<std::vector<float>> grads;
+      for (size_t g = 0; g < kCounts.size(); ++g) {
+        grads.emplace_back(kCounts[g]);
+        for (size_t j = 0; j < kCounts[g]; ++j) grads[g][j] = Value(0, rank, g, j);
+      }
+      ASSERT_TRUE(r.MarkReady(4, grads[4].data(), nullptr).ok());
+      // Gradient 6 (5 elements) inside gradient 4 (33), from either side.
+      absl::Status s = r.MarkReady(6, grads[4].data() + 10, nullptr);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(s.message(), HasSubstr("of gradient 'layer6.weight' overlaps gradient 'layer4.weight'"));
+      std::vector<float> wide(900);  // gradient 10 (777 elements) and room after it
+      for (size_t j = 0; j < kCounts[10]; ++j) wide[j] = Value(0, rank, 10, j);
+      s = r.MarkReady(10, wide.data(), nullptr);
+      ASSERT_TRUE(s.ok()) << s;
+      s = r.MarkReady(8, wide.data() + 700, nullptr);  // 8 (129 elements) starts inside 10
+      EXPECT_THAT(s.message(), HasSubstr("of gradient 'layer8.weight' overlaps gradient 'layer10.weight'"));
+      EXPECT_FALSE(r.MarkReady(10, grads[10].data(), nullptr).ok());  // a second mark: the first stands
+      void* slot5 = *r.GradSlot(5);
+      s = r.MarkReady(7, slot5, nullptr);
+      EXPECT_THAT(s.message(), HasSubstr("of gradient 'layer7.weight' lies in the reducer's bucket memory but is "
+                                         "not its own slot"));
+      for (int g = 0; g < static_cast<int>(kCounts.size()); ++g) {
+        if (g == 4 || g == 10) continue;
+        ASSERT_TRUE(r.MarkReady(g, grads[g].data(), nullptr).ok()) << g;
+      }
+      const absl::Status done = r.Finalize(nullptr);
+      ASSERT_TRUE(done.ok()) << done;
+      for (size_t g = 0; g < grads.size(); ++g) {
+        const float* got = g == 10 ? wide.data() : grads[g].data();  // 10 was marked in `wide`
+        for (size_t j = 0; j < kCounts[g]; ++j) ASSERT_EQ(got[j], Mean(0, 2, g, j)) << g;
+      }
+      for (size_t j = kCounts[10]; j < wide.size(); ++j) ASSERT_EQ(wide[j], 0.0f) << "written past gradient 10";
+    });
+  }
+}
+
 TEST(Reducer, CompressionBf16AndFp16) {
   for (DataType t : {DataType::kBfloat16, DataType::kFloat16}) {
     RunRanks(4, [&](int rank, Communicator& comm) {
