@@ -417,7 +417,9 @@ weftResult_t weftReducerCreate(weftComm_t comm, const weftTensor_t* grads, int n
  * cudaStream_t `grad` is produced on; the reducer reads `grad` only after
  * the work enqueued there before the call. Marking a gradient
  * twice in one backward is weftInvalidUsage naming it (unless static_graph
- * expects it); a refused call changes nothing. */
+ * expects it); `grad` overlapping another gradient marked in this backward,
+ * or the reducer's buckets other than its own slot, is weftInvalidArgument
+ * naming both; a refused call changes nothing. */
 weftResult_t weftReducerMarkReady(weftReducer_t reducer, int index, void* grad, void* stream);
 
 /* Gradient `index` takes no part in this backward: its slot is zero-filled
