@@ -123,12 +123,13 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, std
                            static_cast<int64_t>(options.first_bucket_cap_bytes),
                            options.comm_dtype ? static_cast<int64_t>(*options.comm_dtype) : -1,
                            options.find_unused | options.static_graph << 1 | options.rebuild_buckets << 2 |
-                               options.gradient_as_bucket_view << 3,
-                           static_cast<int64_t>(options.segment_bytes)};
+                               options.gradient_as_bucket_view << 3 | options.reduce_in_pieces << 4,
+                           static_cast<int64_t>(options.segment_bytes),
+                           static_cast<int64_t>(options.min_piece_bytes)};
   const char* const names[] = {"bucket_cap_bytes", "first_bucket_cap_bytes", "comm_dtype",
                                "the flags (find_unused | static_graph << 1 | rebuild_buckets << 2 | "
-                               "gradient_as_bucket_view << 3)",
-                               "segment_bytes"};
+                               "gradient_as_bucket_view << 3 | reduce_in_pieces << 4)",
+                               "segment_bytes", "min_piece_bytes"};
   RETURN_IF_ERROR(CheckSamePlanInputs(*comm, grads, words, names, local));
   std::unique_ptr<Reducer> r(new Reducer(comm, std::move(grads), options, std::move(dev)));
   std::lock_guard<std::mutex> lock(r->mu_);
@@ -140,10 +141,10 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, std
   return r;
 }
 
-// Two gradients in one memory would be averaged twice (in pieces, perhaps by
-// two threads at once; through the copies, one over the other's average),
-// and a gradient inside a bucket but not at its own slot would be read as
-// another gradient's. Views (own slots) are disjoint by construction.
+// A gradient inside a bucket but not at its own slot would be read and
+// written as another gradient's. (Gradients overlapping each other are
+// caught per segment, where it matters most, when its copies or pieces are
+// made: shard/reducer_buckets.cc.) A few comparisons: there are few buckets.
 absl::Status Reducer::CheckMemory(int index, const void* grad) const {
   const GradSpec& spec = grads_[index];
   const uintptr_t b = reinterpret_cast<uintptr_t>(grad), e = b + spec.count * ElementSize(spec.dtype);
@@ -154,23 +155,6 @@ absl::Status Reducer::CheckMemory(int index, const void* grad) const {
       return InvalidArgument("grad = %p of gradient %s lies in the reducer's bucket memory but is not its own slot "
                              "(GradSlot(%d) = %p)", grad, GradLabel(grads_, index), index, SlotPtr(index));
     }
-  }
-  const auto bytes = [&](int g) { return grads_[g].count * ElementSize(grads_[g].dtype); };
-  auto it = marked_spans_.lower_bound(b);
-  const auto other = [&](std::map<uintptr_t, int>::const_iterator at) -> absl::Status {
-    return InvalidArgument("grad = %p of gradient %s overlaps gradient %s (marked at %p in this backward): each "
-                           "gradient needs memory of its own", grad, GradLabel(grads_, index),
-                           GradLabel(grads_, at->second), reinterpret_cast<void*>(at->first));
-  };
-  // The spans are disjoint, so only the neighbours can overlap; this
-  // gradient's own span from an earlier mark (static_graph) is replaced.
-  for (auto at = it; at != marked_spans_.end() && at->first < e; ++at) {
-    if (at->second != index) return other(at);
-  }
-  for (auto at = it; at != marked_spans_.begin();) {
-    --at;
-    if (at->first + bytes(at->second) <= b) break;
-    if (at->second != index) return other(at);
   }
   return absl::OkStatus();
 }
@@ -193,7 +177,6 @@ std::string Reducer::Labels(const std::vector<int>& grads) const {
 
 void Reducer::ResetIteration() {
   std::fill(ptr_.begin(), ptr_.end(), nullptr);
-  marked_spans_.clear();
   std::fill(marks_.begin(), marks_.end(), 0);
   std::fill(used_.begin(), used_.end(), 0);
   std::fill(unused_.begin(), unused_.end(), 0);
@@ -244,10 +227,6 @@ absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {
     RETURN_IF_ERROR(dev_->Produced(index, stream));  // before any change: a failure refuses the call
     last_stream_ = stream;
   }
-  if (ptr_[index] != nullptr && ptr_[index] != SlotPtr(index)) {
-    marked_spans_.erase(reinterpret_cast<uintptr_t>(ptr_[index]));  // a static_graph re-mark
-  }
-  if (grad != SlotPtr(index) && spec.count > 0) marked_spans_[reinterpret_cast<uintptr_t>(grad)] = index;
   ptr_[index] = grad;
   ++marks_[index];
   active_ = true;
@@ -331,18 +310,28 @@ absl::Status Reducer::Finalize(void* stream) {
   } else if (st.ok()) {
     st = comm_->async_error();  // NCCL's, polled by its watchdog
   }
+  // The collectives below run on every rank whatever went wrong on this one
+  // (a refused copy plan, gradients sharing memory), so that every rank
+  // issues the same calls in the same backward; a broken communicator fails
+  // them at once. Skipping them on the rank with the error would leave its
+  // peers in a different call, or rebuilding buckets a backward apart.
   // Every gradient marked here is used; the bitmap tells which of the others
   // some rank used (GradUsed). CUDA: after the buckets on the comm stream,
   // and the host waits for it.
-  if (options_.find_unused && st.ok()) {
-    st = StagedAllReduce(*comm_, used_.data(), used_.size(), DataType::kUint8, RedOp::kMax, CommStream());
-  }
-  if (options_.find_unused && st.ok()) {
-    RestoreUnusedEverywhere();
-    used_anywhere_ = used_;
+  if (options_.find_unused) {
+    const absl::Status used =
+        StagedAllReduce(*comm_, used_.data(), used_.size(), DataType::kUint8, RedOp::kMax, CommStream());
+    if (used.ok()) {
+      RestoreUnusedEverywhere();
+      used_anywhere_ = used_;
+    }
+    if (st.ok()) st = used;
   }
   ++iterations_;
-  if (st.ok() && options_.rebuild_buckets && !rebuilt_) st = Rebuild();
+  if (options_.rebuild_buckets && !rebuilt_) {
+    const absl::Status rebuilt = Rebuild();
+    if (st.ok()) st = rebuilt;
+  }
   if (st.ok()) st = launch_error_;  // the restores and the rebuild's copies
   // CUDA: the caller's stream continues after the copy-outs (and any
   // rebuild), even after an error, so it never reads a half-written bucket.

@@ -51,7 +51,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -87,6 +86,10 @@ struct ReducerOptions {
   // node): a segment is averaged straight from and into its gradients, with
   // no copy into the bucket and back. Off: the copy plans, as elsewhere.
   bool reduce_in_pieces = true;
+  // Only segments whose gradients average at least this many bytes go in
+  // pieces: each piece costs the backend a few calls per chunk or round,
+  // where a copy plan moves many tiny gradients in one pass.
+  size_t min_piece_bytes = 4096;
 };
 
 // Time the comm stream spent on bucket work (copy-in, all-reduce, copy-out).
@@ -170,8 +173,8 @@ class Reducer {
   absl::Status EnterDevice(std::optional<DeviceScope>& on) const;  // CUDA: the reducer's device, for a call
   absl::Status Layout(const PlanOptions& plan_options);  // (re)plans and allocates buffers
   absl::Status CheckIndex(int index) const;
-  // Refuses grad for gradient `index` when its memory overlaps a bucket (but
-  // is not its own slot) or another gradient marked in this backward.
+  // Refuses grad for gradient `index` when its memory overlaps a bucket but
+  // is not its own slot.
   absl::Status CheckMemory(int index, const void* grad) const;
   void SlotIn(int g);     // gradient g is in: its segments' pending--, launch what is ready
   void LaunchReady();     // launches segments in order while the next one is complete
@@ -221,9 +224,6 @@ class Reducer {
   // Per gradient, this backward.
   std::vector<void*> ptr_;
   std::vector<int> marks_;
-  // This backward's marked gradients in their own memory (not views), by
-  // address: start -> index. Disjoint; MarkReady refuses an overlap.
-  std::map<uintptr_t, int> marked_spans_;
   std::vector<int> expected_;     // 1; with static_graph, learned in the first backward
   std::vector<uint8_t> used_;     // in (marked ready); all-reduced with max in find-unused mode
   std::vector<uint8_t> unused_;   // MarkUnused'd (or missing at a find-unused Finalize)

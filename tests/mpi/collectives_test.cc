@@ -169,6 +169,7 @@ TEST(Mpi, ReducerAveragesSeparateBuffers) {
   o.bucket_cap_bytes = 4096;  // several buckets; segments of 256 elements, many of several gradients
   o.first_bucket_cap_bytes = 512;
   o.segment_bytes = 1024;
+  o.min_piece_bytes = 0;  // pieces even for these tiny gradients
   auto red = shard::Reducer::Create(comm.get(), specs, o);
   ASSERT_TRUE(red.ok()) << red.status();
   // Integers in [-8, 8]: their averages over 2 or 4 ranks are exact either way.
