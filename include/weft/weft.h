@@ -417,9 +417,12 @@ weftResult_t weftReducerCreate(weftComm_t comm, const weftTensor_t* grads, int n
  * cudaStream_t `grad` is produced on; the reducer reads `grad` only after
  * the work enqueued there before the call. Marking a gradient
  * twice in one backward is weftInvalidUsage naming it (unless static_graph
- * expects it); `grad` overlapping another gradient marked in this backward,
- * or the reducer's buckets other than its own slot, is weftInvalidArgument
- * naming both; a refused call changes nothing. */
+ * expects it); `grad` inside the reducer's buckets other than its own slot
+ * is weftInvalidArgument; a refused call changes nothing. Each gradient
+ * needs memory of its own: gradients that overlap are reported by Finalize
+ * (weftInvalidArgument naming them) when their copies or reductions would
+ * collide, and that rank's share of their bucket is then undefined on every
+ * rank for this backward. */
 weftResult_t weftReducerMarkReady(weftReducer_t reducer, int index, void* grad, void* stream);
 
 /* Gradient `index` takes no part in this backward: its slot is zero-filled
