@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,6 +56,23 @@ struct Piece {
   size_t count = 0;
 };
 
+// Pieces checked once (Communicator::CheckPieces) and shared, not copied, by
+// every call that reduces them: a caller that reduces the same pieces every
+// step (the reducer's segments) pays the checks once, like a copy plan.
+class PieceList {
+ public:
+  PieceList() = default;  // no pieces
+  const std::vector<Piece>& pieces() const;
+  bool empty() const { return list_ == nullptr || list_->empty(); }
+  DataType dtype() const { return dtype_; }
+
+ private:
+  friend class Communicator;
+  std::shared_ptr<const std::vector<Piece>> list_;
+  DataType dtype_ = DataType::kFloat32;
+  MemKind memory_ = MemKind::kHost;
+};
+
 class Communicator {
  public:
   Communicator(int rank, int size, const CommOptions& options);
@@ -86,6 +104,13 @@ class Communicator {
   // Elsewhere it is Unsupported; pack the pieces and call AllReduce.
   virtual bool ReducesPieces() const { return false; }
   absl::Status AllReducePieces(std::vector<Piece> pieces, DataType t, RedOp op, void* stream);
+  absl::Status AllReducePieces(const PieceList& pieces, RedOp op, void* stream);
+  // The checks of AllReducePieces, once: ascending offsets, counts that fit,
+  // buffers of this communicator's memory, and no piece's memory (send or
+  // recv) overlapping another's. Errors name a piece by label(i) ("piece i"
+  // by default).
+  absl::StatusOr<PieceList> CheckPieces(std::vector<Piece> pieces, DataType t,
+                                        const std::function<std::string(size_t)>& label = nullptr) const;
   // nullptr (and OK) for color < 0.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
 

@@ -186,7 +186,8 @@ class Reducer {
   void RetireCopies(SegmentCopies& c);   // drops c's plans (CUDA: to dev_, see DeviceSide::Retire)
   int WholeSlot(int b, size_t k) const;  // host: the slot segment k lies wholly inside (in place), or -1
   void LaunchOnHost(int b, size_t k, unsigned char* at, size_t n);
-  // Whether host segment k is reduced in pieces (Communicator::AllReducePieces).
+  // Whether host segment k is reduced in pieces (Communicator::AllReducePieces);
+  // decided once per layout, in BucketState::seg_in_pieces.
   bool InPieces(int b, size_t k) const;
   // c.pieces for the pointers marked now.
   void MakePieces(int b, size_t k, SegmentCopies& c);

@@ -145,6 +145,11 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
   plan_ = std::move(plan);
   buckets_ = std::move(buckets);
   if (relayout) ++layout_version_;
+  for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {  // the layout decides, once
+    BucketState& bs = *buckets_[b];
+    bs.seg_in_pieces.resize(bs.segments());
+    for (size_t k = 0; k < bs.segments(); ++k) bs.seg_in_pieces[k] = !dev_ && InPieces(b, k);
+  }
   return absl::OkStatus();
 }
 
@@ -248,7 +253,7 @@ const SegmentCopies& Reducer::Copies(int b, size_t k) {
   const size_t first = bs.seg_slot[k], end = std::max(first, bs.seg_slot_end[k]);
   auto key = [&](size_t s) { return CopyKey(b, s); };
   if (!c.built || !SegmentCopies::Holds(c.ptrs, first, end, key)) {
-    if (!dev_ && InPieces(b, k)) {
+    if (buckets_[b]->seg_in_pieces[k]) {
       MakePieces(b, k, c);
     } else {
       MakeCopies(b, k, c);
@@ -346,49 +351,40 @@ bool Reducer::InPieces(int b, size_t k) const {
 // One piece per slot with elements in the segment (the same on every
 // rank), each at this rank's memory: the gradient where it is marked, else
 // the slot (a view, an unused gradient's zeros). Gaps between slots are left
-// out: nobody reads them. Gradients of one segment whose memory overlaps
-// would be averaged twice, perhaps by two in-process threads at once: that
-// is noted and this rank's pieces fall back to the slots, so the collective
-// still runs with the peers and Finalize reports the error, as for a
-// refused copy plan (whose copy-out refuses overlapping destinations).
-// Checked when the pointers change, like the plans.
+// out: nobody reads them. Checked once per set of pointers
+// (Communicator::CheckPieces), like the plans. Gradients whose memory
+// overlaps would be averaged twice, perhaps by two in-process threads at
+// once: that is noted and this rank's pieces fall back to the slots, so the
+// collective still runs with the peers and Finalize reports the error, as
+// for a refused copy plan (whose copy-out refuses overlapping destinations).
 void Reducer::MakePieces(int b, size_t k, SegmentCopies& c) {
   BucketState& bs = *buckets_[b];
   const Bucket& bk = bs.layout;
   const size_t first = bs.seg_slot[k], end = std::max(first, bs.seg_slot_end[k]);
   SegmentCopies::Fill(c.ptrs, first, end, [&](size_t s) { return CopyKey(b, s); });
-  c.built = true;
-  c.pieces.clear();
   const size_t es = ElementSize(bk.dtype), s0 = bs.segs[k].begin, s1 = bs.segs[k].end;
-  struct Own {
-    uintptr_t start;
-    size_t piece;
-    int grad;
-    bool operator<(const Own& o) const { return start < o.start; }
-  };
-  std::vector<Own> own;  // the pieces in the framework's memory
+  std::vector<Piece> pieces;
+  std::vector<int> grad;  // per piece
   for (size_t s = first; s < end; ++s) {
     const int g = bk.grads[s];
     const size_t lo = std::max(bk.offsets[s], s0), hi = std::min(bk.offsets[s] + grads_[g].count, s1);
     if (lo >= hi) continue;
     auto* p = static_cast<unsigned char*>(ptr_[g]);
-    void* where = bs.buf->data + lo * es;
-    if (p != nullptr && p != SlotPtr(g)) {
-      where = p + (lo - bk.offsets[s]) * es;
-      own.push_back({reinterpret_cast<uintptr_t>(where), c.pieces.size(), g});
-    }
-    c.pieces.push_back({where, where, lo - s0, hi - lo});
+    void* where = p != nullptr && p != SlotPtr(g) ? p + (lo - bk.offsets[s]) * es : bs.buf->data + lo * es;
+    pieces.push_back({where, where, lo - s0, hi - lo});
+    grad.push_back(g);
   }
-  std::sort(own.begin(), own.end());
-  for (size_t i = 1; i < own.size(); ++i) {
-    if (own[i].start >= own[i - 1].start + c.pieces[own[i - 1].piece].count * es) continue;
-    Note(InvalidArgument("gradients %s and %s overlap in memory (%p and %p): each gradient passed to MarkReady needs "
-                         "memory of its own", GradLabel(grads_, own[i - 1].grad), GradLabel(grads_, own[i].grad),
-                         reinterpret_cast<void*>(own[i - 1].start), reinterpret_cast<void*>(own[i].start)));
-    for (Piece& piece : c.pieces) piece.send = piece.recv = bs.buf->data + (s0 + piece.offset) * es;
-    c.built = false;  // checked again at the next launch
-    return;
+  std::vector<Piece> slots = pieces;
+  for (Piece& piece : slots) piece.send = piece.recv = bs.buf->data + (s0 + piece.offset) * es;
+  const auto label = [&](size_t i) { return "gradient " + GradLabel(grads_, grad[i]); };
+  absl::StatusOr<PieceList> checked = comm_->CheckPieces(std::move(pieces), bk.dtype, label);
+  c.built = checked.ok();  // else checked again at the next launch
+  if (!checked.ok()) {
+    Note(checked.status());
+    checked = comm_->CheckPieces(std::move(slots), bk.dtype);  // the bucket's own layout: cannot fail
   }
+  Note(checked.status());
+  c.pieces = checked.ok() ? *std::move(checked) : PieceList();
 }
 
 void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
@@ -407,12 +403,12 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
     }
   }
   kernels::CopyPlan in, out;  // empty: nothing to copy
-  std::vector<Piece> pieces;
+  PieceList pieces;
   if (data != nullptr) {
     std::lock_guard<std::mutex> lock(stats_->mu);
     ++stats_->value.segments_in_place;
-  } else if (InPieces(b, k)) {
-    pieces = Copies(b, k).pieces;
+  } else if (bs.seg_in_pieces[k]) {
+    pieces = Copies(b, k).pieces;  // shared, not copied
     m = BucketMath{1.0f, 1.0f, RedOp::kAvg};
     std::lock_guard<std::mutex> lock(stats_->mu);
     ++stats_->value.segments_in_pieces;
@@ -432,7 +428,7 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
   // this segment's plans leaves the ones already enqueued intact.
   if (in.elements() > 0) hs->Enqueue([in = std::move(in), m] { return in.Run(m.scale_in, nullptr); });
   Note(data != nullptr ? comm_->AllReduce(data, data, n, dt, m.op, hs)
-                       : comm_->AllReducePieces(std::move(pieces), dt, m.op, hs));
+                       : comm_->AllReducePieces(pieces, m.op, hs));
   const bool last = k + 1 == bs.segments();
   hs->Enqueue([out = std::move(out), m, hs, before, enqueued, last, stats = stats_] {
     const absl::Status st = out.Run(m.scale_out, nullptr);

@@ -43,7 +43,7 @@ struct Reducer::Buffer {
 // rebuilds both. Dtypes, the bucket buffer and its scales are fixed for the
 // life of the bucket (a rebuild makes new buckets; scales are given at each
 // Run), so the pointers are the whole key. The same holds for a segment
-// reduced in pieces (`pieces`), checked once for gradients that overlap.
+// reduced in pieces (`pieces`), checked once (Communicator::CheckPieces).
 //
 // CUDA (a bucket is one segment): making a device plan costs a host wait
 // (kernels/cuda/copy.cu uploads the table with cudaMemcpy and waits for the
@@ -60,8 +60,8 @@ struct SegmentCopies {
   kernels::CopyPlan in;     // the gradients' pieces into the segment
   kernels::CopyPlan out;    // and back out
   // Instead of the plans, where the segment is reduced in pieces
-  // (Reducer::MakePieces): straight from and into the gradients.
-  std::vector<Piece> pieces;
+  // (Reducer::MakePieces): straight from and into the gradients, checked.
+  PieceList pieces;
 
   // Whether `v` holds key(s) for the slots s in [first, end).
   template <class Key>
@@ -91,6 +91,7 @@ struct Reducer::BucketState {
   // Per slot: the segments it overlaps, [slot_seg[s], slot_seg_end[s]).
   std::vector<size_t> slot_seg, slot_seg_end;
   std::vector<SegmentCopies> copies;  // per segment
+  std::vector<char> seg_in_pieces;    // per segment: reduced in pieces (Reducer::InPieces)
   size_t segments() const { return seg_grads.size(); }
 };
 

@@ -313,10 +313,12 @@ std::string CheckAllReducePieces(Communicator& comm) {
   const std::vector<Piece> back = {{p + 2, p + 2, 5, 2}, {p, p, 0, 2}};
   const std::vector<Piece> overlap = {{p, p + 1, 0, 2}};
   const std::vector<Piece> overflow = {{p, p, std::numeric_limits<size_t>::max() - 2, 4}};
+  const std::vector<Piece> shared = {{p, p, 0, 2}, {p + 1, p + 1, 2, 2}};  // one element in both
   const std::pair<const std::vector<Piece>*, const char*> bad[] = {
       {&back, "piece 1 starts at element 0, inside the piece before it"},
       {&overlap, "piece 0: send = "},
-      {&overflow, "overflows"}};
+      {&overflow, "overflows"},
+      {&shared, "piece 0 and piece 1 overlap in memory"}};
   for (const auto& [list, want] : bad) {
     const absl::Status s = comm.AllReducePieces(*list, DataType::kInt32, RedOp::kSum, nullptr);
     Expect(s.code() == absl::StatusCode::kInvalidArgument && absl::StrContains(s.message(), want),

@@ -47,8 +47,9 @@ std::string CheckAbort(Communicator& comm);
 // logical buffer with gaps between them, in separate allocations, in and out
 // of place, inside one chunk or round, across a boundary and over many,
 // blocking and on a host stream, int32 sum and float32 average: every
-// element right on every rank; pieces that go back, overlap or overflow are
-// refused with InvalidArgument. Elsewhere: Unsupported, naming the backend.
+// element right on every rank; pieces that go back, overlap (in their
+// offsets, or one piece's memory another's) or overflow are refused with
+// InvalidArgument. Elsewhere: Unsupported, naming the backend.
 std::string CheckAllReducePieces(Communicator& comm);
 
 }  // namespace testing

@@ -471,7 +471,7 @@ TEST(Reducer, GradientsThatShareMemoryAreReported) {
         const absl::Status done = r.Finalize(nullptr);
         if (bad) {
           EXPECT_EQ(done.code(), absl::StatusCode::kInvalidArgument) << done;
-          EXPECT_THAT(done.message(), HasSubstr(pieces ? "gradients 'layer0.weight' and 'layer2.weight' overlap"
+          EXPECT_THAT(done.message(), HasSubstr(pieces ? "gradient 'layer0.weight' and gradient 'layer2.weight' overlap in memory"
                                                        : "overlaps"));
         } else {
           ASSERT_TRUE(done.ok()) << "rank " << rank << " step " << step << ": " << done;
