@@ -73,6 +73,46 @@ class PieceList {
   MemKind memory_ = MemKind::kHost;
 };
 
+// A buffer that its owner fills in order while it is being all-reduced
+// (Communicator::AllReduceReady): the reducer's bucket in gradient-as-
+// bucket-view mode, whose gradients backward writes one after another. The
+// owner says how far it has filled; the calls reduce what every rank has
+// filled when they run and record how far they got. Each rank has its own.
+class ReadyBuffer {
+ public:
+  ReadyBuffer(void* data, size_t count, DataType t) : data_(data), count_(count), dtype_(t) {}
+  ReadyBuffer(const ReadyBuffer&) = delete;
+  ReadyBuffer& operator=(const ReadyBuffer&) = delete;
+  void* data() const { return data_; }
+  size_t count() const { return count_; }
+  DataType dtype() const { return dtype_; }
+  // The owner: elements [0, end) hold this rank's input (clamped to
+  // count()). Only grows until Reset; any thread.
+  void SetReady(size_t end);
+  size_t ready() const { return ready_.load(std::memory_order_acquire); }
+  // [0, reduced()) holds the result. The calls advance it, one at a time in
+  // issue order; read it once they are done (say, after the host stream's
+  // Synchronize).
+  size_t reduced() const { return reduced_; }
+  // Calls so far, and those that found their part already reduced by an
+  // earlier one (merged into it).
+  uint64_t calls() const { return calls_; }
+  uint64_t merged() const { return merged_; }
+  // Starts over (ready, reduced and the counts at 0): only while no call on
+  // this buffer is pending.
+  void Reset();
+
+ private:
+  friend class Communicator;
+  void* const data_;
+  const size_t count_;
+  const DataType dtype_;
+  std::atomic<size_t> ready_{0};
+  size_t reduced_ = 0;
+  uint64_t calls_ = 0;
+  uint64_t merged_ = 0;
+};
+
 class Communicator {
  public:
   Communicator(int rank, int size, const CommOptions& options);
@@ -111,6 +151,25 @@ class Communicator {
   // by default).
   absl::StatusOr<PieceList> CheckPieces(std::vector<Piece> pieces, DataType t,
                                         const std::function<std::string(size_t)>& label = nullptr) const;
+  // An in-place all-reduce of a buffer that is still being filled, which
+  // reduces as much as every rank has ready when it runs: Horovod's
+  // negotiation of what is ready, folded into the collective's own first
+  // synchronisation. Each rank offers [reduced, ready); all ranks reduce up
+  // to the least `ready` of any rank and advance `reduced` to it. Every
+  // rank issues the same calls with the same `upto`, so `reduced` moves
+  // alike everywhere, and a call whose [0, upto) an earlier call already
+  // reduced does nothing, on every rank (ReadyBuffer::merged). The owner
+  // must have made [0, upto) ready by the time the call runs (before issuing
+  // it, or in an earlier task on the same host stream); a rank short of it
+  // still takes part, reducing what lies there, and the call fails there
+  // with InvalidUsage. Host memory only: on CUDA the host cannot tell what a
+  // stream has produced when the collective runs.
+  absl::Status AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size_t upto, RedOp op, void* stream);
+  // Whether the ranks' ready extents ride on the call's own
+  // synchronisation (in-process ranks; MPI ranks on one node), so that
+  // AllReduceReady costs what an AllReduce of the same bytes does. Elsewhere
+  // it costs one more small all-reduce per call.
+  virtual bool AgreesReadyInCall() const { return false; }
   // nullptr (and OK) for color < 0.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
 
@@ -134,6 +193,13 @@ class Communicator {
   virtual absl::Status DoBarrier() = 0;
   // Only where ReducesPieces(); `pieces` checked and non-empty.
   virtual absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op);
+  // AllReduceReady, where [reduced, upto) is not yet reduced: this rank
+  // offers [reduced, offer) of `data` (offer >= upto); agree on the least
+  // offer over ranks, reduce [reduced, it) in place, return it. The ranks'
+  // `reduced` and `upto` must agree (InvalidUsage on every rank if not).
+  // Here: one small all-reduce for the agreement, then DoAllReduce.
+  virtual absl::StatusOr<size_t> DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
+                                                  RedOp op);
   virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) = 0;
   // Called once by Abort(): wake anything blocked in the backend.
   virtual void DoAbort() {}

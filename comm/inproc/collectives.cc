@@ -42,7 +42,7 @@ std::pair<size_t, size_t> Chunk(size_t n, size_t parts, size_t i) {
 // Chunks for `bytes`: at least one when there is anything to do.
 size_t Pieces(size_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
 
-enum Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kAllReducePieces };
+enum Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kAllReducePieces, kAllReduceReady };
 
 const char* KindName(int64_t k) {
   switch (k) {
@@ -51,6 +51,7 @@ const char* KindName(int64_t k) {
     case kAllGather: return "all_gather";
     case kBroadcast: return "broadcast";
     case kAllReducePieces: return "all_reduce_pieces";
+    case kAllReduceReady: return "all_reduce_ready";
   }
   return "collective";
 }
@@ -61,11 +62,16 @@ int64_t Signature(Kind kind, DataType t, RedOp op = RedOp::kSum, int root = -1) 
          static_cast<int64_t>(t);
 }
 
-std::string Describe(int64_t count, int64_t sig) {
+std::string Describe(const Slot& slot) {
+  const int64_t count = slot.a, sig = slot.b;
   const Kind kind = static_cast<Kind>(sig >> 32);
   std::string s = absl::StrFormat("%s of %d %s", KindName(kind), count,
                                   Name(static_cast<DataType>(sig & 0xff)));
-  if (kind == kAllReduce || kind == kReduceScatter || kind == kAllReducePieces) {
+  if (kind == kAllReduceReady) {
+    s = absl::StrFormat("all_reduce_ready of %s from element %d up to %d", Name(static_cast<DataType>(sig & 0xff)),
+                        count, slot.c);
+  }
+  if (kind == kAllReduce || kind == kReduceScatter || kind == kAllReducePieces || kind == kAllReduceReady) {
     s += absl::StrFormat(" (%s)", Name(static_cast<RedOp>(sig >> 8 & 0xff)));
   }
   if (kind == kBroadcast) s += absl::StrFormat(" from root %d", static_cast<int>((sig >> 16 & 0xffff) - 1));
@@ -85,19 +91,19 @@ uint64_t LayoutHash(const std::vector<Piece>& pieces) {
 
 }  // namespace
 
-absl::Status InProcComm::Publish(const void* send, void* recv, size_t count, int64_t signature,
-                                 uint64_t layout) {
-  world_->slot(rank()) = {send, recv, static_cast<int64_t>(count), signature, layout};
+absl::Status InProcComm::Publish(const void* send, void* recv, size_t count, int64_t signature, uint64_t layout,
+                                 uint64_t offer) {
+  world_->slot(rank()) = {send, recv, static_cast<int64_t>(count), signature, layout, offer};
   RETURN_IF_ERROR(Arrive(/*compare=*/true));
   const int r = world_->disagreement();
   if (r < 0) return absl::OkStatus();
   // Every rank fails alike and touches no peer's buffer; the barrier keeps
   // the slots until all have read them for the message.
   const Slot &zero = world_->slot(0), &other = world_->slot(r);
-  const bool only_pieces = zero.a == other.a && zero.b == other.b;
+  const bool only_pieces = zero.a == other.a && zero.b == other.b && (zero.b >> 32) == kAllReducePieces;
   const absl::Status mismatch =
       InvalidUsage("the ranks called different collectives: rank 0 called %s, rank %d called %s%s",
-                   Describe(zero.a, zero.b), r, Describe(other.a, other.b),
+                   Describe(zero), r, Describe(other),
                    only_pieces ? " with other piece offsets or counts" : "");
   RETURN_IF_ERROR(Arrive());
   return mismatch;
@@ -136,9 +142,14 @@ absl::Status InProcComm::DoAllReduce(const void* send, void* recv, size_t count,
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(Publish(send, recv, count, Signature(kAllReduce, t, op)));
-  // Each chunk reduced from every rank's input into this rank's output, and
-  // pushed into the peers' outputs.
-  const size_t n = Pieces(count * es);
+  AllReduceShared(count, t, op);
+  return absl::OkStatus();
+}
+
+// Each chunk reduced from every rank's input into this rank's output, and
+// pushed into the peers' outputs.
+void InProcComm::AllReduceShared(size_t count, DataType t, RedOp op) {
+  const size_t es = ElementSize(t), n = Pieces(count * es);
   Share(n, [&](size_t i) {
     const auto [b, e] = Chunk(count, n, i);
     for (int r = 0, d = 1; r < size(); ++r) {
@@ -148,7 +159,19 @@ absl::Status InProcComm::DoAllReduce(const void* send, void* recv, size_t count,
     }
     Reduce(e - b, t, op, src_.data(), dst_.data(), size());
   });
-  return absl::OkStatus();
+}
+
+// The offers travel in the slots with the call (not compared), and every
+// rank takes the least of them: the agreement costs no barrier of its own.
+// `reduced` and `upto` are compared like a count.
+absl::StatusOr<size_t> InProcComm::DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto,
+                                                    DataType t, RedOp op) {
+  if (size() == 1) return offer;  // every op of one rank is the identity
+  void* from = static_cast<unsigned char*>(data) + reduced * ElementSize(t);
+  RETURN_IF_ERROR(Publish(from, from, reduced, Signature(kAllReduceReady, t, op), upto, offer));
+  const uint64_t agreed = world_->least_d();
+  AllReduceShared(agreed - reduced, t, op);
+  return static_cast<size_t>(agreed);
 }
 
 // The logical buffer is cut into chunks like a plain all-reduce's (gaps

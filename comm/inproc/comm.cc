@@ -33,8 +33,11 @@ absl::Status World::Arrive(int rank, int timeout_ms, bool compare) {
       arrived_ = 0;
       if (compare) {
         disagree_ = -1;
-        for (int r = 1; r < size_ && disagree_ < 0; ++r) {
-          if (slots_[r].a != slots_[0].a || slots_[r].b != slots_[0].b || slots_[r].c != slots_[0].c) disagree_ = r;
+        least_d_ = slots_[0].d;
+        for (int r = 1; r < size_; ++r) {
+          const Slot& s = slots_[r];
+          if (disagree_ < 0 && (s.a != slots_[0].a || s.b != slots_[0].b || s.c != slots_[0].c)) disagree_ = r;
+          least_d_ = std::min(least_d_, s.d);
         }
       }
       generation_.store(gen + 1, std::memory_order_release);

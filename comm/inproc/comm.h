@@ -31,7 +31,8 @@ struct Slot {
   void* recv = nullptr;
   int64_t a = 0;  // split: color; collectives: the count
   int64_t b = 0;  // split: key; collectives: type, op and root (Signature)
-  uint64_t c = 0;  // pieces: a hash of their offsets and counts
+  uint64_t c = 0;  // pieces: a hash of their offsets and counts; all_reduce_ready: upto
+  uint64_t d = 0;  // all_reduce_ready: how far this rank has its buffer ready (not compared)
 };
 
 class World {
@@ -44,12 +45,16 @@ class World {
   // world broken, so the others fail at once rather than wait out their own
   // timeouts), with Aborted once any rank aborted. With `compare`, the last
   // rank in also finds the first slot whose {a, b, c} differ from rank 0's,
-  // for disagreement(): compared there, before any rank can leave and
-  // publish its next call.
+  // for disagreement(), and the least d, for least_d(): both there, before
+  // any rank can leave and publish its next call.
   absl::Status Arrive(int rank, int timeout_ms, bool compare = false);
   // After a comparing Arrive, until the next one: -1, or the first rank
   // whose slot differed.
   int disagreement() const { return disagree_; }
+  // After a comparing Arrive, until the next one: the least `d` of the
+  // slots. Taken by the last rank in, like the comparison: once a rank
+  // leaves the barrier it may publish its next call over its slot.
+  uint64_t least_d() const { return least_d_; }
   void Abort();
 
   // The world for (split number, color), created by whichever member asks first.
@@ -79,6 +84,7 @@ class World {
   std::atomic<bool> aborted_{false};
   int broken_by_ = -1;  // rank that timed out
   int disagree_ = -1;   // written by the last rank in, before the generation moves
+  uint64_t least_d_ = 0;  // likewise
   std::atomic<uint64_t> next_ticket_{0};
   std::atomic<uint64_t> done_tickets_{0};
   std::map<std::pair<uint64_t, int>, std::shared_ptr<World>> splits_;
@@ -99,17 +105,23 @@ class InProcComm final : public Communicator {
                            void* stream) override;
   absl::Status DoBarrier() override;
   bool ReducesPieces() const override { return true; }
+  bool AgreesReadyInCall() const override { return true; }
+  absl::StatusOr<size_t> DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
+                                          RedOp op) override;
   absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
   void DoAbort() override { world_->Abort(); }
 
  private:
   absl::Status Arrive(bool compare = false) { return world_->Arrive(rank(), options().timeout_ms, compare); }
-  // Publishes {send, recv, count, signature, layout} and waits for every
-  // rank; an error when the ranks passed different counts, types, ops,
-  // roots or piece layouts.
-  absl::Status Publish(const void* send, void* recv, size_t count, int64_t signature,
-                       uint64_t layout = 0);
+  // Publishes {send, recv, count, signature, layout, offer} and waits for
+  // every rank; an error when the ranks passed different counts, types, ops,
+  // roots or piece layouts (`offer` may differ).
+  absl::Status Publish(const void* send, void* recv, size_t count, int64_t signature, uint64_t layout = 0,
+                       uint64_t offer = 0);
+  // The all-reduce of `count` elements from every rank's published send to
+  // its recv, in shared chunks.
+  void AllReduceShared(size_t count, DataType t, RedOp op);
   // Runs work(i) for each chunk i in [0, n) of this collective, shared with
   // the peers: a rank whose thread is not running does not hold the others
   // up, which is what costs most when ranks' threads outnumber the cores.

@@ -91,6 +91,18 @@ absl::Status MpiComm::DoAllReducePieces(const std::vector<Piece>& pieces, DataTy
   return Settle(shm_->AllReducePieces(pieces, t, op, Wait()));
 }
 
+absl::StatusOr<size_t> MpiComm::DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
+                                                 RedOp op) {
+  RETURN_IF_ERROR(Usable());
+  if (size() == 1) return offer;
+  if (shm_ == nullptr) return Communicator::DoAllReduceReady(data, reduced, offer, upto, t, op);
+  absl::StatusOr<size_t> agreed = shm_->AllReduceReady(data, reduced, offer, upto, t, op, Wait());
+  // Ranks that disagree all fail at the same point, before any round: the
+  // communicator is still in step. Anything else breaks it.
+  if (!agreed.ok() && !absl::IsFailedPrecondition(agreed.status())) return Settle(agreed.status());
+  return agreed;
+}
+
 absl::Status MpiComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                                       void*) {
   RETURN_IF_ERROR(Usable());

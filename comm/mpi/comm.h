@@ -71,6 +71,10 @@ class MpiComm final : public Communicator {
   // On one node the shared-memory rounds stage from and store into pieces.
   bool ReducesPieces() const override { return shm_ != nullptr; }
   absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
+  // On one node the ready extents ride on a shared-memory barrier.
+  bool AgreesReadyInCall() const override { return shm_ != nullptr; }
+  absl::StatusOr<size_t> DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
+                                          RedOp op) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
 
  private:

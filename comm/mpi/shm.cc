@@ -44,6 +44,16 @@ size_t ChunkBegin(size_t n, int c, int size) {
 
 std::atomic_ref<uint64_t> Flag(void* region) { return std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(region)); }
 
+// AllReduceReady's words {offer, reduced, upto}, in the control page's
+// second cache line, two sets used in turn: a rank writes set p again only
+// in the call after next, and it cannot get there before every peer has
+// passed the next call's barrier, long after reading set p.
+constexpr size_t kReadyWords = 3;
+std::atomic_ref<uint64_t> ReadyWord(void* region, uint64_t call, size_t i) {
+  auto* words = reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(region) + 64);
+  return std::atomic_ref<uint64_t>(words[(call % 2) * kReadyWords + i]);
+}
+
 // Creates, sizes and maps a fresh segment (rank 0); its name goes in
 // `name`, which is left empty when there is none.
 absl::StatusOr<void*> CreateSegment(size_t bytes, char (&name)[kNameBytes]) {
@@ -209,6 +219,34 @@ absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, Data
   return AllReduceRounds(
       count, t, op, w, in, [&](size_t off, size_t n, unsigned char* dst) { std::memcpy(dst, in + off * es, n * es); },
       [&](const unsigned char* src, size_t off, size_t n) { std::memcpy(out + off * es, src, n * es); });
+}
+
+absl::StatusOr<size_t> NodeShm::AllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
+                                                RedOp op, const WaitSpec& w) {
+  const size_t stride = Stride(round_bytes_);
+  auto* base = static_cast<unsigned char*>(base_);
+  const uint64_t call = ready_calls_++;
+  const uint64_t mine[kReadyWords] = {offer, reduced, upto};
+  for (size_t i = 0; i < kReadyWords; ++i) {
+    ReadyWord(base + stride * static_cast<size_t>(rank_), call, i).store(mine[i], std::memory_order_relaxed);
+  }
+  RETURN_IF_ERROR(Barrier(w));  // its release and acquire order the words
+  uint64_t least = offer;
+  for (int q = 0; q < size_; ++q) {
+    unsigned char* region = base + stride * static_cast<size_t>(q);
+    const uint64_t r = ReadyWord(region, call, 1).load(std::memory_order_relaxed);
+    const uint64_t u = ReadyWord(region, call, 2).load(std::memory_order_relaxed);
+    if (r != reduced || u != upto) {
+      // Every rank finds a rank that differs from it, so all fail alike,
+      // at the same barrier and before any round.
+      return InvalidUsage("the ranks called all_reduce_ready at different points: rank %d from element %d up to %d, "
+                          "rank %d from %d up to %d", rank_, reduced, upto, q, r, u);
+    }
+    least = std::min(least, ReadyWord(region, call, 0).load(std::memory_order_relaxed));
+  }
+  auto* from = static_cast<unsigned char*>(data) + reduced * ElementSize(t);
+  RETURN_IF_ERROR(AllReduce(from, from, least - reduced, t, op, w));
+  return static_cast<size_t>(least);
 }
 
 // Gaps between pieces are staged as zeros: nobody reads their results, but

@@ -73,6 +73,12 @@ class NodeShm {
   // the rounds are staged from the pieces and copied out into them, so the
   // reducer's separate gradients need no bucket copy on top of the staging.
   absl::Status AllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op, const WaitSpec& w);
+  // Communicator::AllReduceReady's agreement and reduction: each rank's
+  // {offer, reduced, upto} go into its control page before one barrier,
+  // every rank takes the least offer (and checks the others agree), then
+  // [reduced, least offer) of `data` is all-reduced in place.
+  absl::StatusOr<size_t> AllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t, RedOp op,
+                                        const WaitSpec& w);
   absl::Status ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                              const WaitSpec& w);
   absl::Status AllGather(const void* send, void* recv, size_t sendcount, DataType t, const WaitSpec& w);
@@ -103,6 +109,7 @@ class NodeShm {
   const size_t mapped_;
   uint64_t epoch_ = 0;  // barriers passed, the same count on every rank
   uint64_t round_ = 0;  // rounds run, the same count on every rank
+  uint64_t ready_calls_ = 0;  // AllReduceReady agreements, the same count on every rank
   std::vector<unsigned char> accum_;
 };
 

@@ -328,5 +328,106 @@ std::string CheckAllReducePieces(Communicator& comm) {
   return CheckUsable(comm, "after refused pieces");
 }
 
+std::string CheckAllReduceReady(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  std::string err;
+  const size_t count = 300000;  // many 256 KiB chunks or shared-memory rounds
+  // Element j of rank r: (r + 1) n + j % 5, whose sum over ranks and average are exact.
+  const auto value = [&](int rank, size_t j) { return (rank + 1) * n + static_cast<int>(j % 5); };
+  const auto sum = [&](size_t j) { return n * n * (n + 1) / 2 + n * static_cast<int>(j % 5); };
+  const auto run = [&](const std::shared_ptr<ReadyBuffer>& b, std::initializer_list<size_t> uptos, RedOp op,
+                       bool on_stream) -> absl::Status {
+    HostStream stream;
+    absl::Status s;
+    for (size_t upto : uptos) {
+      if (s.ok()) s = comm.AllReduceReady(b, upto, op, on_stream ? &stream : nullptr);
+    }
+    const absl::Status done = stream.Synchronize();
+    return s.ok() ? done : s;
+  };
+
+  // 1. Everything ready before the calls: the first reduces it all.
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool avg = pass == 0;
+    std::vector<float> f(count);
+    std::vector<int32_t> i32(count);
+    for (size_t j = 0; j < count; ++j) f[j] = static_cast<float>(value(r, j)), i32[j] = value(r, j);
+    auto b = avg ? std::make_shared<ReadyBuffer>(f.data(), count, DataType::kFloat32)
+                 : std::make_shared<ReadyBuffer>(i32.data(), count, DataType::kInt32);
+    b->SetReady(count);
+    const absl::Status s = run(b, {1000, 70001, count}, avg ? RedOp::kAvg : RedOp::kSum, avg);
+    if (!s.ok()) return absl::StrCat("all_reduce_ready, everything ready: ", s.ToString());
+    Expect(b->reduced() == count && b->calls() == 3 && b->merged() == 2,
+           absl::StrCat("everything ready: reduced ", b->reduced(), " in ", b->calls(), " calls with ", b->merged(),
+                        " merged; want ", count, ", 3 and 2"), &err);
+    for (size_t j = 0; j < count; ++j) {
+      const double got = avg ? f[j] : i32[j];
+      const double want = avg ? static_cast<double>(sum(j)) / n : sum(j);
+      if (got != want) {
+        return absl::StrCat("all_reduce_ready (", avg ? "float32 avg" : "int32 sum", "): element ", j, " is ", got,
+                            ", want ", want);
+      }
+    }
+  }
+
+  // 2. Rank q has [0, 1000 (q + 1) + 7) ready: a call that must reach 1000
+  // reduces exactly [0, 1007) (rank 0's extent) and nothing beyond.
+  {
+    std::vector<int32_t> x(count);
+    for (size_t j = 0; j < count; ++j) x[j] = value(r, j);
+    auto b = std::make_shared<ReadyBuffer>(x.data(), count, DataType::kInt32);
+    b->SetReady(1000 * static_cast<size_t>(r + 1) + 7);
+    absl::Status s = run(b, {1000}, RedOp::kSum, false);
+    if (!s.ok()) return absl::StrCat("all_reduce_ready, ragged extents: ", s.ToString());
+    const size_t want = 1007;  // rank 0's extent is the least
+    Expect(b->reduced() == want, absl::StrCat("ragged extents: reduced ", b->reduced(), ", want ", want), &err);
+    for (size_t j = 0; j < count && err.empty(); ++j) {
+      const int expect = j < want ? sum(j) : value(r, j);
+      if (x[j] != expect) {
+        Expect(false, absl::StrCat("ragged extents: element ", j, " is ", x[j], ", want ", expect), &err);
+      }
+    }
+    // The rest, once every rank has it all; a call below `reduced` merges.
+    b->SetReady(count);
+    s = run(b, {1000, count}, RedOp::kSum, true);
+    if (!s.ok()) return absl::StrCat("all_reduce_ready, the rest: ", s.ToString());
+    Expect(b->reduced() == count && b->merged() == 1,
+           absl::StrCat("the rest: reduced ", b->reduced(), ", merged ", b->merged()), &err);
+    for (size_t j = 0; j < count && err.empty(); ++j) {
+      if (x[j] != sum(j)) Expect(false, absl::StrCat("the rest: element ", j, " is ", x[j]), &err);
+    }
+  }
+  if (!err.empty()) return Finish("all_reduce_ready", r, err);
+
+  // 3. Refusals and failures that leave the communicator usable.
+  std::vector<int32_t> y(64, 1);
+  auto b = std::make_shared<ReadyBuffer>(y.data(), y.size(), DataType::kInt32);
+  b->SetReady(64);
+  absl::Status s = comm.AllReduceReady(nullptr, 1, RedOp::kSum, nullptr);
+  Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "buf is NULL"),
+         "a NULL buffer: " + s.ToString(), &err);
+  s = comm.AllReduceReady(b, 65, RedOp::kSum, nullptr);
+  Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "upto = 65"), "upto beyond: " + s.ToString(),
+         &err);
+  if (n > 1) {
+    // The last rank must reach 20, the others 10: every rank is told.
+    s = comm.AllReduceReady(b, r == n - 1 ? 20 : 10, RedOp::kSum, nullptr);
+    Expect(absl::IsFailedPrecondition(s) && absl::StrContains(s.message(), "all_reduce_ready") &&
+               absl::StrContains(s.message(), "20"),
+           "different upto: " + s.ToString(), &err);
+    Expect(b->reduced() == 0, absl::StrCat("different upto: reduced ", b->reduced()), &err);
+    // Rank 0 has nothing ready for a call that must reach 10: it fails, the
+    // others finish with it.
+    auto c = std::make_shared<ReadyBuffer>(y.data(), y.size(), DataType::kInt32);
+    if (r != 0) c->SetReady(64);
+    s = comm.AllReduceReady(c, 10, RedOp::kSum, nullptr);
+    Expect(r == 0 ? absl::IsFailedPrecondition(s) && absl::StrContains(s.message(), "had [0, 0)") : s.ok(),
+           "a rank short of upto: " + s.ToString(), &err);
+    Expect(c->reduced() == 10, absl::StrCat("a rank short of upto: reduced ", c->reduced()), &err);
+  }
+  if (!err.empty()) return Finish("all_reduce_ready", r, err);
+  return CheckUsable(comm, "after all_reduce_ready's refusals");
+}
+
 }  // namespace testing
 }  // namespace weft

@@ -52,6 +52,17 @@ std::string CheckAbort(Communicator& comm);
 // InvalidArgument. Elsewhere: Unsupported, naming the backend.
 std::string CheckAllReducePieces(Communicator& comm);
 
+// AllReduceReady on every host backend (the agreement fused into the call
+// where AgreesReadyInCall, else one small all-reduce more): buffers filled
+// before the calls are reduced by the first call, the rest merged into it;
+// ranks with different ready extents reduce the least of them and leave
+// the rest untouched until a later call; float32 average on a host stream
+// and int32 sum blocking, over many chunks or rounds, every element right.
+// Ranks that pass different `upto` all fail with InvalidUsage; a rank short
+// of its `upto` fails alone while its peers finish; a NULL buffer and an
+// `upto` beyond the buffer are InvalidArgument; the communicator stays usable.
+std::string CheckAllReduceReady(Communicator& comm);
+
 }  // namespace testing
 }  // namespace weft
 

@@ -147,6 +147,10 @@ TEST_P(WorldSize, AllReducePieces) {
   RunRanks(GetParam(), [](Communicator& comm) { return CheckAllReducePieces(comm); });
 }
 
+TEST_P(WorldSize, AllReduceReady) {
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckAllReduceReady(comm); });
+}
+
 // In-process ranks compare their calls: ranks whose pieces differ (the same
 // extent, cut differently) all fail alike.
 TEST(InProcess, RanksWithDifferentPiecesAllFail) {

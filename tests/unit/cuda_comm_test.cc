@@ -33,6 +33,20 @@ TEST(CudaComm, CollectivesRefuseAWeftHostStream) {
   ExpectHostStreamRefused(comm.Broadcast(nullptr, nullptr, 0, DataType::kInt64, 1, &hs), "broadcast");
 }
 
+// What every rank has ready is read on the host when the call runs, which
+// says nothing of what a CUDA stream has produced: refused before any
+// collective, naming the memory.
+TEST(CudaComm, AllReduceReadyIsHostMemoryOnly) {
+  UnreachableCudaComm comm(2, "all_reduce_ready's memory check");
+  float x[4] = {};
+  auto buf = std::make_shared<ReadyBuffer>(x, 4, DataType::kFloat32);
+  buf->SetReady(4);
+  const absl::Status s = comm.AllReduceReady(buf, 4, RedOp::kSum, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_NE(std::string(s.message()).find("only host memory"), std::string::npos) << s;
+  EXPECT_FALSE(comm.AgreesReadyInCall());
+}
+
 TEST(CudaComm, TheCAbiRefusesAWeftHostStream) {
   weftComm_t comm = capi::NewHandle(std::make_unique<UnreachableCudaComm>(2, "weftAllReduce's stream check"));
   weftStream_t stream = nullptr;

@@ -1,0 +1,96 @@
+// AllReduceReady: an all-reduce of a buffer still being filled, reducing
+// what every rank has ready when it runs (comm/communicator.h).
+//
+// Why: the DDP reducer launches a bucket's segments in order as backward
+// fills them, one collective each so that communication starts early. When
+// the reducer falls behind (a burst of small gradients, or no compute
+// between them at all) those calls queue up, and each pays a full
+// synchronisation of the ranks, which with more ranks than cores is a wait
+// for the slowest to be scheduled. Horovod's coordinator answers the same
+// problem by negotiating, each cycle, which tensors every rank has ready and
+// fusing them into one message. Here the negotiation rides on the call: each
+// rank says how far it has filled, the call reduces up to the least of
+// those, and the queued calls it covered do nothing.
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+
+namespace weft {
+
+void ReadyBuffer::SetReady(size_t end) {
+  end = std::min(end, count_);
+  size_t now = ready_.load(std::memory_order_relaxed);
+  while (now < end && !ready_.compare_exchange_weak(now, end, std::memory_order_release)) {
+  }
+}
+
+void ReadyBuffer::Reset() {
+  ready_.store(0, std::memory_order_relaxed);
+  reduced_ = 0;
+  calls_ = merged_ = 0;
+}
+
+absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size_t upto, RedOp op, void* stream) {
+  if (buf == nullptr) return InvalidArgument("all_reduce_ready: buf is NULL");
+  const DataType t = buf->dtype();
+  if (!IsValid(t)) {
+    return InvalidArgument("all_reduce_ready: the buffer's datatype = %d is not a weftDataType_t (expected 0..%d)",
+                           static_cast<int>(t), kNumDataTypes - 1);
+  }
+  if (!IsValid(op)) {
+    return InvalidArgument("all_reduce_ready: op = %d is not a weftRedOp_t (expected 0..%d)", static_cast<int>(op),
+                           kNumRedOps - 1);
+  }
+  if (memory() != MemKind::kHost) {
+    return Unsupported("all_reduce_ready: backend %s works on %s memory; the ranks agree on what is ready when the "
+                       "call runs, which only host memory can tell", Name(backend()), Name(memory()));
+  }
+  if (upto > buf->count()) {
+    return InvalidArgument("all_reduce_ready: upto = %zu is beyond the buffer's %zu elements", upto, buf->count());
+  }
+  if (buf->count() > SIZE_MAX / ElementSize(t)) {
+    return InvalidArgument("all_reduce_ready: the buffer's %zu elements of %s overflow size_t", buf->count(), Name(t));
+  }
+  RETURN_IF_ERROR(Annotate(CheckBuffer("the buffer's data", buf->data(), buf->count() * ElementSize(t)),
+                           "all_reduce_ready"));
+  return Issue("all_reduce_ready", stream, [this, buf = std::move(buf), upto, t, op]() -> absl::Status {
+    ReadyBuffer& b = *buf;
+    ++b.calls_;
+    if (b.reduced_ >= upto) {  // an earlier call reached past [0, upto), on every rank
+      ++b.merged_;
+      return absl::OkStatus();
+    }
+    const size_t ready = b.ready();
+    absl::Status short_of;
+    if (ready < upto) {
+      short_of = InvalidUsage("rank %d had [0, %zu) of the buffer ready when the call that must reach %zu ran; it "
+                              "reduced whatever lay there, so the peers' results are wrong too", rank(), ready, upto);
+    }
+    ASSIGN_OR_RETURN(const size_t agreed, DoAllReduceReady(b.data(), b.reduced_, std::max(ready, upto), upto, t, op));
+    b.reduced_ = agreed;
+    return short_of;
+  });
+}
+
+// One small all-reduce settles the extent and checks that the ranks are in
+// the same call: the minimum of {offer, reduced, -reduced, upto, -upto}
+// gives the least offer and, for the others, both their least and greatest.
+absl::StatusOr<size_t> Communicator::DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto,
+                                                      DataType t, RedOp op) {
+  const auto s = [](size_t v) { return static_cast<int64_t>(v); };
+  int64_t v[5] = {s(offer), s(reduced), -s(reduced), s(upto), -s(upto)};
+  RETURN_IF_ERROR(DoAllReduce(v, v, 5, DataType::kInt64, RedOp::kMin, nullptr));
+  if (v[1] != -v[2] || v[3] != -v[4]) {
+    return InvalidUsage("the ranks called all_reduce_ready at different points: reduced %d to %d, upto %d to %d "
+                        "(every rank must issue the same calls on the same buffer)", v[1], -v[2], v[3], -v[4]);
+  }
+  const size_t agreed = static_cast<size_t>(v[0]);
+  void* from = static_cast<unsigned char*>(data) + reduced * ElementSize(t);
+  RETURN_IF_ERROR(DoAllReduce(from, from, agreed - reduced, t, op, nullptr));
+  return agreed;
+}
+
+}  // namespace weft
