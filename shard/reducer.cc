@@ -123,12 +123,13 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, std
                            static_cast<int64_t>(options.first_bucket_cap_bytes),
                            options.comm_dtype ? static_cast<int64_t>(*options.comm_dtype) : -1,
                            options.find_unused | options.static_graph << 1 | options.rebuild_buckets << 2 |
-                               options.gradient_as_bucket_view << 3 | options.reduce_in_pieces << 4,
+                               options.gradient_as_bucket_view << 3 | options.reduce_in_pieces << 4 |
+                               options.merge_ready_segments << 5,
                            static_cast<int64_t>(options.segment_bytes),
                            static_cast<int64_t>(options.min_piece_bytes)};
   const char* const names[] = {"bucket_cap_bytes", "first_bucket_cap_bytes", "comm_dtype",
                                "the flags (find_unused | static_graph << 1 | rebuild_buckets << 2 | "
-                               "gradient_as_bucket_view << 3 | reduce_in_pieces << 4)",
+                               "gradient_as_bucket_view << 3 | reduce_in_pieces << 4 | merge_ready_segments << 5)",
                                "segment_bytes", "min_piece_bytes"};
   RETURN_IF_ERROR(CheckSamePlanInputs(*comm, grads, words, names, local));
   std::unique_ptr<Reducer> r(new Reducer(comm, std::move(grads), options, std::move(dev)));
@@ -186,6 +187,10 @@ void Reducer::ResetIteration() {
   active_ = false;
   launch_error_ = absl::OkStatus();
   for (auto& b : buckets_) b->seg_pending = b->seg_grads;
+  // No call is pending (Finalize drained the stream).
+  for (auto& b : buckets_) {
+    if (b->fill != nullptr) b->fill->Reset();
+  }
 }
 
 absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {
@@ -307,6 +312,10 @@ absl::Status Reducer::Finalize(void* stream) {
   if (!dev_) {
     const absl::Status synced = stream_->Synchronize();
     if (st.ok()) st = synced;
+    int64_t merged = 0;  // read now: a rebuild below replaces the buckets
+    for (auto& b : buckets_) merged += b->fill != nullptr ? static_cast<int64_t>(b->fill->buf->merged()) : 0;
+    std::lock_guard<std::mutex> lock(stats_->mu);
+    stats_->value.segments_merged += merged;
   } else if (st.ok()) {
     st = comm_->async_error();  // NCCL's, polled by its watchdog
   }

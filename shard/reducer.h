@@ -36,6 +36,10 @@
 //             marks a gradient once per recomputation);
 //   view      gradient-as-bucket-view: the framework makes each gradient a
 //             view of its slot (GradSlot), so there is nothing to copy;
+//   merge     host, views: a segment's call reduces every later segment of
+//             its bucket that all ranks have ready when it runs, and the
+//             calls it covered do nothing (merge_ready_segments,
+//             Communicator::AllReduceReady);
 //   in place  host, separate buffers: a segment lying wholly inside one
 //             gradient (of the bucket's type, not float16) is averaged in
 //             the gradient's own memory instead of copied in and out, so a
@@ -90,12 +94,22 @@ struct ReducerOptions {
   // pieces: each piece costs the backend a few calls per chunk or round,
   // where a copy plan moves many tiny gradients in one pass.
   size_t min_piece_bytes = 4096;
+  // Host memory, gradient as bucket view, on a backend whose ranks agree on
+  // what is ready within the call (Communicator::AgreesReadyInCall:
+  // in-process ranks, MPI ranks on one node): each segment's all-reduce
+  // reaches as far into its bucket as every rank has filled when it runs
+  // (Communicator::AllReduceReady), and the segments queued behind it that
+  // it covered cost nothing. Only a reducer that has fallen behind merges:
+  // when backward outpaces the collectives, as with no compute between
+  // gradients, a bucket goes in one call instead of one per segment.
+  bool merge_ready_segments = true;
 };
 
 // Time the comm stream spent on bucket work (copy-in, all-reduce, copy-out).
 struct ReducerStats {
   double comm_seconds = 0;  // since the last ResetStats; host memory only (0 on CUDA)
   int64_t buckets_launched = 0;  // buckets whose last segment was launched (empty ones have none)
+  int64_t segments_launched = 0;  // segments launched (CUDA: a bucket is one segment)
   // Launches that had to make their segment's copy plans (copy-in and
   // copy-out) because the gradient pointers differed from those the plans
   // were made for; stays flat while the framework reuses its buffers. CUDA:
@@ -108,6 +122,10 @@ struct ReducerStats {
   // Host memory, separate buffers: segments of several gradients averaged
   // straight from and into them (ReducerOptions::reduce_in_pieces).
   int64_t segments_in_pieces = 0;
+  // Host memory, gradient as bucket view: segments whose all-reduce found
+  // them already reduced by an earlier segment's call, which every rank had
+  // them ready for (ReducerOptions::merge_ready_segments).
+  int64_t segments_merged = 0;
 };
 
 struct CopyList;
@@ -178,6 +196,9 @@ class Reducer {
   absl::Status CheckMemory(int index, const void* grad) const;
   void SlotIn(int g);     // gradient g is in: its segments' pending--, launch what is ready
   void LaunchReady();     // launches segments in order while the next one is complete
+  // Host, view mode: segment k of bucket b takes its bytes from a copy-in
+  // (a gradient that is not its slot), so it is filled only once that runs.
+  bool FilledByCopy(int b, size_t k);
   void Launch(int b, size_t k);  // enqueues segment k of bucket b: copy-in, all-reduce, copy-out
   void Pieces(int b, size_t k, CopyList& part) const;  // the marked gradients' pieces inside segment k
   const SegmentCopies& Copies(int b, size_t k);  // host: segment k's plans or pieces, rebuilt if the pointers changed

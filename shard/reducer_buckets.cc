@@ -150,6 +150,17 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
     bs.seg_in_pieces.resize(bs.segments());
     for (size_t k = 0; k < bs.segments(); ++k) bs.seg_in_pieces[k] = !dev_ && InPieces(b, k);
   }
+  // Views on a backend that settles the ready extent within the call: the
+  // same on every rank (options and backend), so all issue the same calls.
+  if (!dev_ && options_.gradient_as_bucket_view && options_.merge_ready_segments && comm_->AgreesReadyInCall()) {
+    for (auto& b : buckets_) {
+      auto fill = std::make_shared<ReadyFill>();
+      fill->buf = std::make_shared<ReadyBuffer>(b->buf->data, b->layout.length, b->layout.dtype);
+      for (const Segment& seg : b->segs) fill->seg_end.push_back(seg.end);
+      fill->filled.assign(b->segments(), 0);
+      b->fill = std::move(fill);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -173,7 +184,11 @@ absl::Status Reducer::Rebuild() {
   return Layout(po);
 }
 
+// Where segments merge, every segment about to go that needs no copy is
+// marked filled before the first of them is enqueued: a burst of ready
+// segments then goes in the first one's call, whenever the stream runs it.
 void Reducer::LaunchReady() {
+  std::vector<std::pair<int, size_t>> go;
   while (next_bucket_ < static_cast<int>(buckets_.size())) {
     BucketState& bs = *buckets_[next_bucket_];
     if (next_segment_ == bs.segments()) {
@@ -181,10 +196,16 @@ void Reducer::LaunchReady() {
       next_segment_ = 0;
       continue;
     }
-    if (bs.seg_pending[next_segment_] > 0) return;
-    Launch(next_bucket_, next_segment_++);
+    if (bs.seg_pending[next_segment_] > 0) break;
+    go.emplace_back(next_bucket_, next_segment_++);
   }
+  for (const auto& [b, k] : go) {
+    if (buckets_[b]->fill != nullptr && !FilledByCopy(b, k)) buckets_[b]->fill->Filled(k);
+  }
+  for (const auto& [b, k] : go) Launch(b, k);
 }
+
+bool Reducer::FilledByCopy(int b, size_t k) { return Copies(b, k).in.elements() > 0; }
 
 void Reducer::SlotIn(int g) {
   BucketState& bs = *buckets_[plan_.bucket_of[g]];
@@ -393,7 +414,9 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
   BucketMath m = Math(bk);
   const DataType dt = bk.dtype;
   void* data = nullptr;
-  const int whole = WholeSlot(b, k);
+  // Merging segments reduce the bucket: a whole gradient that is not its
+  // slot is copied in like any other, not averaged where it lies.
+  const int whole = bs.fill != nullptr ? -1 : WholeSlot(b, k);
   if (whole >= 0) {
     m = BucketMath{1.0f, 1.0f, RedOp::kAvg};
     const int g = bk.grads[whole];
@@ -404,6 +427,10 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
   }
   kernels::CopyPlan in, out;  // empty: nothing to copy
   PieceList pieces;
+  {
+    std::lock_guard<std::mutex> lock(stats_->mu);
+    ++stats_->value.segments_launched;
+  }
   if (data != nullptr) {
     std::lock_guard<std::mutex> lock(stats_->mu);
     ++stats_->value.segments_in_place;
@@ -426,9 +453,22 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
   const Clock::time_point enqueued = Clock::now();
   // The tasks hold copies of the plans (shared state): a later rebuild of
   // this segment's plans leaves the ones already enqueued intact.
-  if (in.elements() > 0) hs->Enqueue([in = std::move(in), m] { return in.Run(m.scale_in, nullptr); });
-  Note(data != nullptr ? comm_->AllReduce(data, data, n, dt, m.op, hs)
-                       : comm_->AllReducePieces(pieces, m.op, hs));
+  if (bs.fill != nullptr) {
+    // The copy-in fills the segment (whatever its status: the call must
+    // run on every rank); the call reaches at least the segment's end.
+    if (in.elements() > 0) {
+      hs->Enqueue([in = std::move(in), m, fill = bs.fill, k] {
+        const absl::Status st = in.Run(m.scale_in, nullptr);
+        fill->Filled(k);
+        return st;
+      });
+    }
+    Note(comm_->AllReduceReady(bs.fill->buf, bs.segs[k].end, m.op, hs));
+  } else {
+    if (in.elements() > 0) hs->Enqueue([in = std::move(in), m] { return in.Run(m.scale_in, nullptr); });
+    Note(data != nullptr ? comm_->AllReduce(data, data, n, dt, m.op, hs)
+                         : comm_->AllReducePieces(pieces, m.op, hs));
+  }
   const bool last = k + 1 == bs.segments();
   hs->Enqueue([out = std::move(out), m, hs, before, enqueued, last, stats = stats_] {
     const absl::Status st = out.Run(m.scale_out, nullptr);
@@ -480,6 +520,7 @@ void Reducer::LaunchOnDevice(int b, unsigned char* at, size_t n) {
   }
   std::lock_guard<std::mutex> lock(stats_->mu);
   ++stats_->value.buckets_launched;
+  ++stats_->value.segments_launched;
 }
 
 void Reducer::ZeroSlot(int g) {

@@ -3,6 +3,7 @@
 #ifndef WEFT_SHARD_REDUCER_STATE_H_
 #define WEFT_SHARD_REDUCER_STATE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -79,6 +80,35 @@ struct SegmentCopies {
   }
 };
 
+// A bucket as a ReadyBuffer (ReducerOptions::merge_ready_segments): which
+// of its segments hold this rank's input, and the prefix they make, shared
+// by the caller's launches (segments of views are filled when launched) and
+// the comm stream's copy-ins (segments with a copy are filled when it runs).
+struct ReadyFill {
+  std::shared_ptr<ReadyBuffer> buf;
+  std::vector<size_t> seg_end;  // per segment, in the bucket's elements
+  std::mutex mu;
+  std::vector<char> filled;  // per segment, this backward
+  size_t upto = 0;           // segments [0, upto) are filled
+
+  // Idempotent; moves the buffer's ready extent over every filled segment
+  // that now follows the prefix.
+  void Filled(size_t k) {
+    std::lock_guard<std::mutex> lock(mu);
+    filled[k] = 1;
+    const size_t before = upto;
+    while (upto < filled.size() && filled[upto]) ++upto;
+    if (upto != before) buf->SetReady(seg_end[upto - 1]);
+  }
+  // Between backwards, with no call pending.
+  void Reset() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::fill(filled.begin(), filled.end(), 0);
+    upto = 0;
+    buf->Reset();
+  }
+};
+
 struct Reducer::BucketState {
   Bucket layout;
   std::unique_ptr<Buffer> buf;
@@ -92,6 +122,7 @@ struct Reducer::BucketState {
   std::vector<size_t> slot_seg, slot_seg_end;
   std::vector<SegmentCopies> copies;  // per segment
   std::vector<char> seg_in_pieces;    // per segment: reduced in pieces (Reducer::InPieces)
+  std::shared_ptr<ReadyFill> fill;    // merge_ready_segments (host, view mode), else null
   size_t segments() const { return seg_grads.size(); }
 };
 

@@ -60,6 +60,7 @@ struct Args {
   size_t bucket_mb = 25;
   size_t segment_kb = 2048;
   bool baselines_on_caller = false;  // default: baselines run on a host stream, as the reducer's work does
+  bool merge = true;                 // ReducerOptions::merge_ready_segments
 };
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -72,6 +73,7 @@ double Median(std::vector<double> v) {
 struct Sample {
   std::vector<double> step, comm;
   std::vector<double> backward;  // t0 to the last gradient's ready call: compute plus any overrun
+  std::vector<double> calls;     // reducer: collectives per step (segments launched, less those merged)
 };
 
 // The best step / max(compute, comm) of an in-order reducer on the simulated
@@ -127,6 +129,7 @@ class Bench {
     shard::ReducerOptions o;
     o.bucket_cap_bytes = args.bucket_mb << 20;
     o.segment_bytes = args.segment_kb << 10;
+    o.merge_ready_segments = args.merge;
     o.rebuild_buckets = false;  // the ready order is fixed: reverse registration
     sep_ = Check(shard::Reducer::Create(&comm, specs, o));
     o.gradient_as_bucket_view = true;
@@ -190,8 +193,10 @@ class Bench {
     const auto t1 = Clock::now();
     Ok(r.Finalize(nullptr));
     s.step.push_back(Ms(Clock::now() - t0));
-    s.comm.push_back(r.stats().comm_seconds * 1e3);
+    const shard::ReducerStats st = r.stats();
+    s.comm.push_back(st.comm_seconds * 1e3);
     s.backward.push_back(Ms(t1 - t0));
+    s.calls.push_back(static_cast<double>(st.segments_launched - st.segments_merged));
   }
 
  private:
@@ -247,10 +252,10 @@ void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& ar
                 flat_ms, flat_ms / best);
     std::printf("%-34s %9.2f %9.2f %9.2f %.2f\n", "per-tensor all-reduce loop", per_ms, Median(per.comm), per_ms,
                 per_ms / best);
-    std::printf("%-34s %9.2f %9.2f %9.2f %.2f  (target <= 1.5)\n", "reducer, separate buffers", Median(sep.step),
-                Median(sep.comm), Median(sep.step), Median(sep.step) / best);
-    std::printf("%-34s %9.2f %9.2f %9.2f %.2f  (target <= 1.0)\n", "reducer, gradient as bucket view",
-                Median(view.step), Median(view.comm), Median(view.step), Median(view.step) / best);
+    std::printf("%-34s %9.2f %9.2f %9.2f %.2f  (target <= 1.5)  calls %.0f\n", "reducer, separate buffers",
+                Median(sep.step), Median(sep.comm), Median(sep.step), Median(sep.step) / best, Median(sep.calls));
+    std::printf("%-34s %9.2f %9.2f %9.2f %.2f  (target <= 1.0)  calls %.0f\n", "reducer, gradient as bucket view",
+                Median(view.step), Median(view.comm), Median(view.step), Median(view.step) / best, Median(view.calls));
   }
 
   // With compute. "auto": each mode's backward takes as long as that mode's
@@ -295,6 +300,7 @@ void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& ar
                   Median(samples[m]->comm), st - c[m],
                   st / std::max(c[m], comm_alone[m]), m == 0 ? "  (no overlap: 2.0)" : "  (target <= 1.3)");
       if (m > 0 && autoc) std::printf("  bound %.2f", bound);
+      if (m > 0) std::printf("  calls %.0f", Median(samples[m]->calls));
       std::printf("\n");
     }
   }
@@ -312,9 +318,10 @@ Args Parse(int argc, char** argv) {
     else if (k == "--bucket-mb") a.bucket_mb = std::strtoul(v.c_str(), nullptr, 10);
     else if (k == "--segment-kb") a.segment_kb = std::strtoul(v.c_str(), nullptr, 10);
     else if (k == "--baselines-on") a.baselines_on_caller = v == "caller";
+    else if (k == "--merge") a.merge = v != "0";
     else {
       std::fprintf(stderr, "usage: %s [--list resnet50|bert_base|gpt2_small|PATH] [--ranks N] [--iters N] "
-                   "[--warmup N] [--compute MS|auto] [--bucket-mb N] [--segment-kb N] [--baselines-on stream|caller]\n", argv[0]);
+                   "[--warmup N] [--compute MS|auto] [--bucket-mb N] [--segment-kb N] [--baselines-on stream|caller] [--merge 1|0]\n", argv[0]);
       std::exit(2);
     }
   }

@@ -152,30 +152,57 @@ TEST(Mpi, AllReducePieces) {
   }
 }
 
+// On one node the ranks' ready extents ride on a shared-memory barrier
+// (default and 256-byte rounds); with WEFT_SHM=0 (the point-to-point run)
+// one small all-reduce settles them first.
+TEST(Mpi, AllReduceReady) {
+  for (size_t segment : {size_t{0}, size_t{256}}) {
+    CommOptions options;
+    options.segment_bytes = segment;
+    auto comm = World(options);
+    ASSERT_NE(comm, nullptr);
+    EXPECT_EQ(CheckAllReduceReady(*comm), "") << "segment_bytes " << segment << ", rank " << comm->rank();
+  }
+}
+
 // The DDP reducer on MPI ranks, separate gradient buffers: on one node the
 // segments of small gradients are reduced in pieces straight from and into
 // the gradients (shared memory), with WEFT_SHM=0 through the bucket's
 // copies. Buffers alternate between two sets, the idle set poisoned, and
 // one gradient is unused everywhere in step 2 (left alone): a stale pointer
 // would read poison or write into the idle set.
+const std::vector<size_t> kReducerCounts = {7, 0, 1, 300, 33, 1000, 5, 64, 129, 2, 777, 16, 3000};
+
+std::vector<shard::GradSpec> ReducerSpecs() {
+  std::vector<shard::GradSpec> specs;
+  for (size_t c : kReducerCounts) specs.push_back({c, DataType::kFloat32, MemKind::kHost, std::string()});
+  return specs;
+}
+
+// Several buckets; segments of 256 elements, many of several gradients.
+shard::ReducerOptions SmallReducerBuckets() {
+  shard::ReducerOptions o;
+  o.bucket_cap_bytes = 4096;
+  o.first_bucket_cap_bytes = 512;
+  o.segment_bytes = 1024;
+  return o;
+}
+
+// Integers in [-8, 8]: their averages over 2 or 4 ranks are exact either way.
+float ReducerValue(int step, int rank, size_t g, size_t j) {
+  return static_cast<float>(static_cast<int>((step * 7 + rank * 5 + g * 3 + j) % 17) - 8);
+}
+
 TEST(Mpi, ReducerAveragesSeparateBuffers) {
   auto comm = World();
   ASSERT_NE(comm, nullptr);
   const int n = comm->size(), r = comm->rank();
-  const std::vector<size_t> counts = {7, 0, 1, 300, 33, 1000, 5, 64, 129, 2, 777, 16, 3000};
-  std::vector<shard::GradSpec> specs;
-  for (size_t c : counts) specs.push_back({c, DataType::kFloat32, MemKind::kHost, std::string()});
-  shard::ReducerOptions o;
-  o.bucket_cap_bytes = 4096;  // several buckets; segments of 256 elements, many of several gradients
-  o.first_bucket_cap_bytes = 512;
-  o.segment_bytes = 1024;
+  const std::vector<size_t>& counts = kReducerCounts;
+  shard::ReducerOptions o = SmallReducerBuckets();
   o.min_piece_bytes = 0;  // pieces even for these tiny gradients
-  auto red = shard::Reducer::Create(comm.get(), specs, o);
+  auto red = shard::Reducer::Create(comm.get(), ReducerSpecs(), o);
   ASSERT_TRUE(red.ok()) << red.status();
-  // Integers in [-8, 8]: their averages over 2 or 4 ranks are exact either way.
-  auto value = [](int step, int rank, size_t g, size_t j) {
-    return static_cast<float>(static_cast<int>((step * 7 + rank * 5 + g * 3 + j) % 17) - 8);
-  };
+  const auto value = ReducerValue;
   auto poison = [](size_t j) { return 4096.0f + static_cast<float>(j); };
   std::vector<std::vector<float>> sets[2];
   for (auto& set : sets) {
@@ -209,6 +236,49 @@ TEST(Mpi, ReducerAveragesSeparateBuffers) {
   }
   EXPECT_EQ((*red)->stats().segments_in_pieces > 0, comm->ReducesPieces());
   EXPECT_EQ(comm->ReducesPieces(), dynamic_cast<const mpi::MpiComm&>(*comm).shared_memory());
+}
+
+// Gradients as bucket views on MPI ranks. Marked in registration order,
+// every segment is ready before the first call is enqueued; where the
+// ranks agree within the call (one node: shared memory) each bucket goes in
+// its first segment's call, elsewhere (WEFT_SHM=0) nothing merges. Averages
+// exact either way, and the same on every step.
+TEST(Mpi, ReducerViewSegmentsMergeOnOneNode) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  const int n = comm->size(), r = comm->rank();
+  const std::vector<size_t>& counts = kReducerCounts;
+  shard::ReducerOptions o = SmallReducerBuckets();
+  o.gradient_as_bucket_view = true;
+  o.rebuild_buckets = false;
+  auto red = shard::Reducer::Create(comm.get(), ReducerSpecs(), o);
+  ASSERT_TRUE(red.ok()) << red.status();
+  shard::Reducer& rd = **red;
+  const auto value = ReducerValue;
+  for (int step = 0; step < 3; ++step) {
+    const shard::ReducerStats before = rd.stats();
+    std::vector<float*> view;
+    for (size_t g = 0; g < counts.size(); ++g) {
+      view.push_back(static_cast<float*>(*rd.GradSlot(static_cast<int>(g))));
+      for (size_t j = 0; j < counts[g]; ++j) view[g][j] = value(step, r, g, j);
+    }
+    for (size_t g = 0; g < counts.size(); ++g) ASSERT_TRUE(rd.MarkReady(static_cast<int>(g), view[g], nullptr).ok());
+    const absl::Status done = rd.Finalize(nullptr);
+    ASSERT_TRUE(done.ok()) << done;
+    for (size_t g = 0; g < counts.size(); ++g) {
+      for (size_t j = 0; j < counts[g]; ++j) {
+        double sum = 0;
+        for (int q = 0; q < n; ++q) sum += value(step, q, g, j);
+        ASSERT_EQ(view[g][j], static_cast<float>(sum / n)) << "step " << step << " grad " << g << " rank " << r;
+      }
+    }
+    const shard::ReducerStats after = rd.stats();
+    const int64_t segments = after.segments_launched - before.segments_launched;
+    const int64_t buckets = after.buckets_launched - before.buckets_launched;
+    const int64_t merged = after.segments_merged - before.segments_merged;
+    EXPECT_GT(segments, buckets + 2);
+    EXPECT_EQ(merged, comm->AgreesReadyInCall() ? segments - buckets : 0) << "step " << step << " rank " << r;
+  }
 }
 
 TEST(Mpi, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {

@@ -149,6 +149,61 @@ TEST_P(ReducerWorld, GradientAsBucketView) {
   });
 }
 
+// Views on in-process ranks, which settle what is ready within the call
+// (ReducerOptions::merge_ready_segments): gradients marked in registration
+// order hold every bucket back until the last mark (bucket 0 holds the last
+// gradient), so every segment is ready before the first is enqueued and
+// each bucket goes in its first segment's call, on every rank: exactly
+// segments - buckets merged. In step 1 rank 0 passes gradient 3 (the
+// second segment of its bucket) in a buffer of its own, which is copied in
+// on the comm stream, so its segment fills only then, after the bucket's
+// first call has run: that call stops before it on every rank, and the
+// averages must hold all the same. In
+// step 2 (views again) the buckets merge whole again. Off, nothing merges.
+TEST_P(ReducerWorld, ViewSegmentsThatAreReadyMerge) {
+  const int world = GetParam();
+  for (bool merge : {true, false}) {
+    RunRanks(world, [&](int rank, Communicator& comm) {
+      ReducerOptions o = SmallBuckets();
+      o.gradient_as_bucket_view = true;
+      o.rebuild_buckets = false;
+      o.merge_ready_segments = merge;
+      auto red = Reducer::Create(&comm, Specs(kCounts), o);
+      ASSERT_TRUE(red.ok()) << red.status();
+      Reducer& r = **red;
+      std::vector<float> own(kCounts[3]);
+      for (int step = 0; step < 3; ++step) {
+        const ReducerStats before = r.stats();
+        const bool copy = step == 1 && rank == 0;
+        std::vector<float*> grad;
+        for (size_t g = 0; g < kCounts.size(); ++g) {
+          grad.push_back(copy && g == 3 ? own.data() : static_cast<float*>(*r.GradSlot(g)));
+          for (size_t j = 0; j < kCounts[g]; ++j) grad[g][j] = Value(step, rank, g, j);
+        }
+        for (size_t g = 0; g < kCounts.size(); ++g) ASSERT_TRUE(r.MarkReady(g, grad[g], nullptr).ok());
+        ASSERT_TRUE(r.Finalize(nullptr).ok());
+        for (size_t g = 0; g < kCounts.size(); ++g) {
+          for (size_t j = 0; j < kCounts[g]; ++j) {
+            ASSERT_EQ(grad[g][j], Mean(step, world, g, j)) << "rank " << rank << " step " << step << " grad " << g;
+          }
+        }
+        const ReducerStats after = r.stats();
+        const int64_t segments = after.segments_launched - before.segments_launched;
+        const int64_t buckets = after.buckets_launched - before.buckets_launched;
+        const int64_t merged = after.segments_merged - before.segments_merged;
+        EXPECT_GT(segments, buckets + 3) << "the test wants buckets of several segments";
+        if (!merge) {
+          EXPECT_EQ(merged, 0);
+        } else if (step != 1) {
+          EXPECT_EQ(merged, segments - buckets) << "rank " << rank << " step " << step;
+        } else {
+          EXPECT_LT(merged, segments - buckets) << "gradient 3's copy-in comes after its bucket's first call";
+        }
+      }
+    });
+  }
+}
+
 // The copy plans a segment keeps (shard/reducer_state.h, SegmentCopies), and
 // the segments averaged inside a gradient, belong to the gradient buffers
 // they were made for; frameworks may hand new buffers any step
