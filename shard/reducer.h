@@ -59,6 +59,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -255,6 +256,7 @@ class Reducer {
   std::vector<int> ready_order_;  // gradients in the order they came in
   int next_bucket_ = 0;  // the next segment to launch: (bucket, segment)
   size_t next_segment_ = 0;
+  std::vector<std::pair<int, size_t>> launching_;  // LaunchReady's scratch: the segments it launches now
   bool active_ = false;  // a backward is in progress: something was marked
 
   std::shared_ptr<StatsBox> stats_;

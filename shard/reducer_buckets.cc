@@ -188,7 +188,8 @@ absl::Status Reducer::Rebuild() {
 // marked filled before the first of them is enqueued: a burst of ready
 // segments then goes in the first one's call, whenever the stream runs it.
 void Reducer::LaunchReady() {
-  std::vector<std::pair<int, size_t>> go;
+  std::vector<std::pair<int, size_t>>& go = launching_;
+  go.clear();
   while (next_bucket_ < static_cast<int>(buckets_.size())) {
     BucketState& bs = *buckets_[next_bucket_];
     if (next_segment_ == bs.segments()) {
