@@ -431,15 +431,14 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
   {
     std::lock_guard<std::mutex> lock(stats_->mu);
     ++stats_->value.segments_launched;
+    if (data != nullptr) ++stats_->value.segments_in_place;
+    else if (bs.seg_in_pieces[k]) ++stats_->value.segments_in_pieces;
   }
   if (data != nullptr) {
-    std::lock_guard<std::mutex> lock(stats_->mu);
-    ++stats_->value.segments_in_place;
+    // in place: nothing to copy
   } else if (bs.seg_in_pieces[k]) {
     pieces = Copies(b, k).pieces;  // shared, not copied
     m = BucketMath{1.0f, 1.0f, RedOp::kAvg};
-    std::lock_guard<std::mutex> lock(stats_->mu);
-    ++stats_->value.segments_in_pieces;
   } else {
     const SegmentCopies& c = Copies(b, k);
     in = c.in;
