@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <random>
@@ -138,32 +139,28 @@ TEST(Mpi, RandomSequenceThroughSmallRounds) {
   RunCases(*comm, cases);
 }
 
-// On one node with shared memory (the default) pieces are staged straight
-// from and into their buffers, in rounds of the default size and of 256
-// bytes (many rounds per piece, pieces within a round); WEFT_SHM=0 checks
-// the refusal.
-TEST(Mpi, AllReducePieces) {
+// Runs `check` on the world with shared-memory rounds of the default size
+// and of 256 bytes (many rounds per call); in the WEFT_SHM=0 run both are
+// point-to-point segment sizes.
+void WithRoundSizes(const std::function<std::string(Communicator&)>& check) {
   for (size_t segment : {size_t{0}, size_t{256}}) {
     CommOptions options;
     options.segment_bytes = segment;
     auto comm = World(options);
     ASSERT_NE(comm, nullptr);
-    EXPECT_EQ(CheckAllReducePieces(*comm), "") << "segment_bytes " << segment << ", rank " << comm->rank();
+    EXPECT_EQ(check(*comm), "") << "segment_bytes " << segment << ", rank " << comm->rank();
   }
 }
 
-// On one node the ranks' ready extents ride on a shared-memory barrier
-// (default and 256-byte rounds); with WEFT_SHM=0 (the point-to-point run)
-// one small all-reduce settles them first.
-TEST(Mpi, AllReduceReady) {
-  for (size_t segment : {size_t{0}, size_t{256}}) {
-    CommOptions options;
-    options.segment_bytes = segment;
-    auto comm = World(options);
-    ASSERT_NE(comm, nullptr);
-    EXPECT_EQ(CheckAllReduceReady(*comm), "") << "segment_bytes " << segment << ", rank " << comm->rank();
-  }
-}
+// On one node with shared memory (the default) pieces are staged straight
+// from and into their buffers (pieces within a round, and over many);
+// WEFT_SHM=0 checks the refusal.
+TEST(Mpi, AllReducePieces) { WithRoundSizes(CheckAllReducePieces); }
+
+// On one node the ranks' ready extents ride on a shared-memory barrier;
+// with WEFT_SHM=0 (the point-to-point run) one small all-reduce settles
+// them first.
+TEST(Mpi, AllReduceReady) { WithRoundSizes(CheckAllReduceReady); }
 
 // The DDP reducer on MPI ranks, separate gradient buffers: on one node the
 // segments of small gradients are reduced in pieces straight from and into
