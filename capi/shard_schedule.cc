@@ -145,6 +145,18 @@ WEFT_API weftResult_t weftShardScheduleDeclareOrder(weftShardSchedule_t schedule
   });
 }
 
+WEFT_API weftResult_t weftShardScheduleSetReshardAfterForward(weftShardSchedule_t schedule, weftShardGroup_t group,
+                                                              int reshard) {
+  return Guard("weftShardScheduleSetReshardAfterForward", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto* s, weft::capi::GetSchedule(schedule));
+    ASSIGN_OR_RETURN(auto* g, weft::capi::GetGroup("group", group));
+    if (reshard != 0 && reshard != 1) return weft::InvalidArgument("reshard = %d (expected 0 or 1)", reshard);
+    RETURN_IF_ERROR(s->impl->SetReshardAfterForward(g, reshard != 0));
+    s->handles[g] = group;
+    return absl::OkStatus();
+  });
+}
+
 WEFT_API weftResult_t weftShardScheduleBeginStep(weftShardSchedule_t schedule) {
   return Guard("weftShardScheduleBeginStep", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto* s, weft::capi::GetSchedule(schedule));

@@ -39,6 +39,21 @@ absl::Status ShardSchedule::SetOrder(std::vector<ShardGroup*> order) {
   return absl::OkStatus();
 }
 
+absl::Status ShardSchedule::SetReshardAfterForward(ShardGroup* g, bool reshard) {
+  if (g == nullptr) return InvalidArgument("SetReshardAfterForward: group is NULL");
+  RETURN_IF_ERROR(streams_->CheckGroup("SetReshardAfterForward", *g));
+  if (in_step_) {
+    return InvalidUsage("SetReshardAfterForward during a step (call it before BeginStep or after EndStep)");
+  }
+  reshard_after_forward_[g] = reshard;
+  return absl::OkStatus();
+}
+
+bool ShardSchedule::reshard_after_forward(ShardGroup* g) const {
+  auto it = reshard_after_forward_.find(g);
+  return it != reshard_after_forward_.end() ? it->second : options_.reshard_after_forward;
+}
+
 absl::Status ShardSchedule::CheckCall(const char* what, ShardGroup* g) const {
   if (g == nullptr) return InvalidArgument("%s: group is NULL", what);
   RETURN_IF_ERROR(streams_->CheckGroup(what, *g));
@@ -93,6 +108,11 @@ absl::Status ShardSchedule::Release(ShardGroup* g) {
   return Drop(g);
 }
 
+absl::Status ShardSchedule::ReleaseAfterForward(ShardGroup* g) {
+  if (!reshard_after_forward(g)) return absl::OkStatus();
+  return Drop(g);
+}
+
 absl::Status ShardSchedule::Drop(ShardGroup* g) {
   auto it = held_.find(g);
   if (it == held_.end()) return absl::OkStatus();
@@ -144,7 +164,7 @@ absl::Status ShardSchedule::PreForward(ShardGroup* g) {
 
 absl::Status ShardSchedule::PostForward(ShardGroup* g) {
   RETURN_IF_ERROR(CheckCall("PostForward", g));
-  return Release(g);
+  return ReleaseAfterForward(g);
 }
 
 absl::Status ShardSchedule::PreBackward(ShardGroup* g) {

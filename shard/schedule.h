@@ -5,8 +5,9 @@
 // The order of groups is declared (SetOrder) or recorded in the first
 // forward; prefetching starts once it is known. At most two all-gathers are
 // in flight: the group in use and the one prefetched, which is what bounds
-// peak memory to the shards plus about two groups. Work runs on one stream
-// (shard/schedule_streams.h): on host memory a HostStream, where waiting for
+// peak memory to the shards plus about two groups (plus any group kept
+// gathered from its forward to its backward: SetReshardAfterForward). Work
+// runs on one stream (shard/schedule_streams.h): on host memory a HostStream, where waiting for
 // a group's gather waits for that gather alone (a stream mark), not for the
 // gradient reductions queued behind it; on CUDA memory the schedule's own
 // stream, and "waiting" for a gather is the caller's cudaStream_t waiting on
@@ -83,6 +84,17 @@ class ShardSchedule {
   // The forward order; backward is its reverse. Optional; not during a step.
   absl::Status SetOrder(std::vector<ShardGroup*> order);
   const std::vector<ShardGroup*>& order() const { return order_; }
+
+  // Whether g is released after its forward, overriding the schedule's
+  // reshard_after_forward for this group. FSDP's root is the case: its
+  // parameters (a language model's embeddings) are used first in the
+  // forward and last in the backward, so releasing them after the forward
+  // only means gathering them again for the backward, with nothing left to
+  // hide that gather behind. Kept (false), the group stays gathered until
+  // its PostBackward (ZeRO-3) and its backward gather costs nothing; its
+  // memory is held through the step. Not during a step.
+  absl::Status SetReshardAfterForward(ShardGroup* g, bool reshard);
+  bool reshard_after_forward(ShardGroup* g) const;
   bool order_known() const { return order_known_; }
 
   // At the start of each step. ZeRO-1/2: releases the groups kept gathered,
@@ -128,6 +140,7 @@ class ShardSchedule {
   absl::Status Gather(ShardGroup* g);   // enqueue unless already gathered or in flight
   absl::Status Ready(ShardGroup* g);    // wait for its gather
   absl::Status Release(ShardGroup* g);  // ZeRO-3 only
+  absl::Status ReleaseAfterForward(ShardGroup* g);  // as g's setting says
   absl::Status Drop(ShardGroup* g);     // reshard, after any gather in flight
   void Prefetch(ShardGroup* g, int direction);
 
@@ -139,6 +152,7 @@ class ShardSchedule {
   bool in_step_ = false;
   absl::flat_hash_map<ShardGroup*, Held> held_;
   absl::flat_hash_map<ShardGroup*, int> position_;
+  absl::flat_hash_map<ShardGroup*, bool> reshard_after_forward_;  // per-group overrides
   int max_gathered_ = 0;
 };
 

@@ -27,6 +27,9 @@
 //               gradients ready after its backward, Finalize at the end
 // --split N|auto cuts groups larger than N elements (auto: the largest
 // block) into row pieces that pipeline like blocks (Group below).
+// --root keep keeps the embeddings' groups gathered from their forward to
+// their backward (ShardSchedule::SetReshardAfterForward), as FSDP treats its
+// root; --root reshard (the default) releases them like every other group.
 // compute "auto" sets it to the fsdp step's median without compute (its
 // communication time), the case where perfect overlap halves the step.
 // Reported (medians, rank 0's clock, ranks aligned by a barrier before each
@@ -66,6 +69,7 @@ struct Args {
   std::string compute = "0";  // ms per step, or "auto"
   std::string split = "0";    // largest group in elements before it is split; "auto": the largest block
   bool device_clock = true;
+  bool keep_root = false;     // FSDP's root: the embeddings stay gathered from their forward to their backward
 };
 
 template <typename T>
@@ -157,6 +161,14 @@ std::vector<std::vector<Piece>> Group(const std::vector<TensorSpec>& list, size_
   return out;
 }
 
+// A group of the embeddings (or of their rows): FSDP's root.
+bool IsEmbedding(const std::vector<Piece>& g) {
+  for (const Piece& p : g) {
+    if (p.spec.name.find("wte") == std::string::npos && p.spec.name.find("wpe") == std::string::npos) return false;
+  }
+  return !g.empty();
+}
+
 // The largest "h.N." block: the size --split auto cuts larger groups to.
 size_t LargestBlock(const std::vector<TensorSpec>& list) {
   std::map<int, size_t> blocks;
@@ -170,7 +182,7 @@ size_t LargestBlock(const std::vector<TensorSpec>& list) {
 
 class Bench {
  public:
-  Bench(Communicator& comm, const std::vector<TensorSpec>& list, size_t max_group)
+  Bench(Communicator& comm, const std::vector<TensorSpec>& list, size_t max_group, bool keep_root)
       : comm_(comm), groups_(Group(list, max_group)) {
     for (const auto& g : groups_) {
       std::vector<shard::ParamSpec> specs;
@@ -183,6 +195,10 @@ class Bench {
       total_ += n;
       shards_.push_back(Check(shard::ShardGroup::Create(&comm, nullptr, specs, {}, &pool_)));
       adam_.emplace_back(2 * shards_.back()->master().size(), 0.0f);  // exp_avg, exp_avg_sq
+      if (keep_root && IsEmbedding(g)) {
+        Ok(schedule_.SetReshardAfterForward(shards_.back().get(), false));
+        ++kept_;
+      }
     }
     std::vector<shard::GradSpec> grads;
     for (const auto& t : list) grads.push_back({t.count, DataType::kFloat32, MemKind::kHost, t.name});
@@ -203,6 +219,7 @@ class Bench {
   bool device_clock = true;
   size_t total() const { return total_; }
   size_t num_groups() const { return groups_.size(); }
+  int kept() const { return kept_; }
 
   // fsdp (through ShardSchedule: prefetch, two gathers in flight) and
   // fsdp-serial (every gather blocking); returns the step time.
@@ -323,11 +340,12 @@ class Bench {
   std::vector<std::vector<float>> adam_;
   std::unique_ptr<shard::Reducer> ddp_;
   std::vector<std::vector<int>> ddp_index_;
+  int kept_ = 0;  // groups kept gathered from forward to backward
 };
 
 void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& args) {
   const size_t max_group = args.split == "auto" ? LargestBlock(list) : std::strtoull(args.split.c_str(), nullptr, 10);
-  Bench b(comm, list, max_group);
+  Bench b(comm, list, max_group, args.keep_root);
   b.device_clock = args.device_clock;
   auto measure = [&](std::vector<double>& fsdp, std::vector<double>& serial, std::vector<double>& ddp) {
     for (int it = 0; it < args.warmup + args.iters; ++it) {
@@ -345,9 +363,9 @@ void Run(Communicator& comm, const std::vector<TensorSpec>& list, const Args& ar
     measure(f1, s1, d1);
   }
   if (comm.rank() != 0) return;
-  std::printf("# weft-shard-bench: %s, %zu parameters in %zu groups (split above %zu elements), %d ranks (%s), "
-              "%d iterations (medians, ms)\n", args.list.c_str(), b.total(), b.num_groups(), max_group, comm.size(),
-              Name(comm.backend()), args.iters);
+  std::printf("# weft-shard-bench: %s, %zu parameters in %zu groups (split above %zu elements; %d kept gathered "
+              "from forward to backward), %d ranks (%s), %d iterations (medians, ms)\n", args.list.c_str(),
+              b.total(), b.num_groups(), max_group, b.kept(), comm.size(), Name(comm.backend()), args.iters);
   std::printf("%-12s %12s %12s %12s %14s\n", "mode", "comm-only", "compute", "step", "step/max(c,m)");
   const double fm = Median(f0), sm = Median(s0), dm = Median(d0);
   auto row = [&](const char* name, double comm_only, const std::vector<double>& with) {
@@ -394,10 +412,11 @@ Args Parse(int argc, char** argv) {
     else if (k == "--compute") a.compute = v;
     else if (k == "--split") a.split = v;
     else if (k == "--device-clock" && (v == "on" || v == "off")) a.device_clock = v == "on";
+    else if (k == "--root" && (v == "keep" || v == "reshard")) a.keep_root = v == "keep";
     else {
       std::fprintf(stderr,
                    "usage: %s [--list NAME|PATH] [--ranks N] [--iters N] [--warmup N] [--compute MS|auto] "
-                   "[--split N|auto] [--device-clock on|off]\n", argv[0]);
+                   "[--split N|auto] [--device-clock on|off] [--root keep|reshard]\n", argv[0]);
       std::exit(2);
     }
   }

@@ -697,6 +697,17 @@ weftResult_t weftShardScheduleCreate(weftStream_t stream, const weftShardSchedul
 weftResult_t weftShardScheduleDestroy(weftShardSchedule_t schedule);
 /* The forward order of groups[0..n-1] (distinct, live). Between steps only. Local. */
 weftResult_t weftShardScheduleDeclareOrder(weftShardSchedule_t schedule, const weftShardGroup_t* groups, int n);
+/* Whether `group` is released after its forward (reshard 1) or kept gathered
+ * until its backward is done (0), overriding the config's
+ * reshard_after_forward for this group. FSDP keeps its root this way: a
+ * language model's embeddings are used first in the forward and last in the
+ * backward, and releasing them after the forward only means gathering them
+ * again for the backward, where nothing is left to hide that gather behind.
+ * A kept group holds its memory from its forward to its backward, beside the
+ * two groups the schedule has gathered around the one in use. Between steps
+ * only. Local. */
+weftResult_t weftShardScheduleSetReshardAfterForward(weftShardSchedule_t schedule, weftShardGroup_t group,
+                                                     int reshard);
 /* Opens a step. ZeRO-1/2: releases the groups kept gathered, whose shards
  * the optimizer has updated since. Local. */
 weftResult_t weftShardScheduleBeginStep(weftShardSchedule_t schedule);

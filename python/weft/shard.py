@@ -279,6 +279,11 @@ class ShardSchedule:
         arr = (_H * max(len(groups), 1))(*[self._enter(g) for g in groups])
         _lib.call("weftShardScheduleDeclareOrder", self.handle, arr, len(groups))
 
+    def set_reshard_after_forward(self, group, reshard):
+        """Release group after its forward (True) or keep it gathered until its backward is done (False),
+        overriding reshard_after_forward for this group: FSDP's root. Between steps."""
+        _lib.call("weftShardScheduleSetReshardAfterForward", self.handle, self._enter(group), int(bool(reshard)))
+
     def begin_step(self):
         _lib.call("weftShardScheduleBeginStep", self.handle)
 

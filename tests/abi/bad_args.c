@@ -227,8 +227,12 @@ int main(void) {
       FAILS(weftShardScheduleDeclareOrder(sched, twice, -1), weftInvalidArgument, "n = -1");
       FAILS(weftShardScheduleDeclareOrder(sched, twice, 2), weftInvalidArgument, "order[1] repeats order[0]");
       EXPECT(weftShardScheduleGetState(sched, &len, &held, &most) == weftSuccess && len == 0 && held == 0);
+      FAILS(weftShardScheduleSetReshardAfterForward(NULL, group, 0), weftInvalidArgument, "schedule is NULL");
+      FAILS(weftShardScheduleSetReshardAfterForward(sched, NULL, 0), weftInvalidArgument, "group is NULL");
+      FAILS(weftShardScheduleSetReshardAfterForward(sched, group, 2), weftInvalidArgument, "reshard = 2");
       EXPECT(weftShardScheduleDeclareOrder(sched, twice, 1) == weftSuccess);
       EXPECT(weftShardScheduleBeginStep(sched) == weftSuccess);
+      FAILS(weftShardScheduleSetReshardAfterForward(sched, group, 0), weftInvalidUsage, "during a step");
       FAILS(weftShardScheduleBeginStep(sched), weftInvalidUsage, "not ended");
       FAILS(weftShardScheduleDeclareOrder(sched, twice, 1), weftInvalidUsage, "between steps");
       EXPECT(weftShardSchedulePreForward(sched, group) == weftSuccess);

@@ -204,11 +204,69 @@ TEST(ShardSchedule, PoolPeakIsTwoGroupsAndOneReductionWithoutGrowth) {
   });
 }
 
+// FSDP's root: a group kept gathered from its forward to its backward is
+// not gathered again for the backward (a change to the shards in between
+// does not show), the step's gradients are those of the unscheduled step,
+// and nothing is left gathered after it.
+TEST(ShardSchedule, KeptGroupIsNotGatheredAgainForItsBackward) {
+  RunRanksExpecting(3, [&](Communicator& c) {
+    BufferPool pool;
+    Model a = Build(c, &pool), b = Build(c, &pool);
+    HostStream stream;
+    ShardSchedule s(&stream, /*reshard_after_forward=*/true);
+    ShardGroup* root = a.groups[0].get();
+    EXPECT_TRUE(s.reshard_after_forward(root));
+    ASSERT_TRUE(s.SetReshardAfterForward(root, false).ok());
+    EXPECT_FALSE(s.reshard_after_forward(root));
+    EXPECT_TRUE(s.reshard_after_forward(a.groups[1].get()));
+    for (int step = 0; step < 3; ++step) {
+      Step(a, &s, c.rank());
+      Step(b, nullptr, c.rank());
+      EXPECT_LE(s.max_gathered(), 3) << "the root beside the two in use";
+      EXPECT_EQ(s.gathered(), 0);
+    }
+    for (size_t i = 0; i < kGroups.size(); ++i) {
+      EXPECT_EQ(std::memcmp(a.groups[i]->grads().data(), b.groups[i]->grads().data(),
+                            a.groups[i]->grads().size() * sizeof(float)), 0) << "group " << i;
+    }
+    // Rank 0 holds element 0 of the root's first parameter (flat layout).
+    ASSERT_TRUE(s.BeginStep().ok());
+    ASSERT_TRUE(s.PreForward(root).ok());
+    const float before = static_cast<float*>(*root->FullParam(0))[0];
+    ASSERT_TRUE(s.PostForward(root).ok());
+    EXPECT_TRUE(root->unsharded()) << "kept after its forward";
+    if (c.rank() == 0) root->master()[0] += 100.0f;
+    for (size_t i = 1; i < a.groups.size(); ++i) {
+      ASSERT_TRUE(s.PreForward(a.groups[i].get()).ok());
+      ASSERT_TRUE(s.PostForward(a.groups[i].get()).ok());
+    }
+    EXPECT_EQ(s.SetReshardAfterForward(root, true).code(), absl::StatusCode::kFailedPrecondition)
+        << "not during a step";
+    ASSERT_TRUE(s.PreBackward(root).ok());
+    EXPECT_EQ(static_cast<float*>(*root->FullParam(0))[0], before) << "gathered again for the backward";
+    ASSERT_TRUE(s.EndStep().ok());
+    EXPECT_FALSE(root->unsharded()) << "ZeRO-3 releases it at the end of the step";
+    if (c.rank() == 0) root->master()[0] -= 100.0f;
+    // Resharded again, the same probe sees the change.
+    ASSERT_TRUE(s.SetReshardAfterForward(root, true).ok());
+    ASSERT_TRUE(s.BeginStep().ok());
+    ASSERT_TRUE(s.PreForward(root).ok());
+    ASSERT_TRUE(s.PostForward(root).ok());
+    EXPECT_FALSE(root->unsharded());
+    if (c.rank() == 0) root->master()[0] += 100.0f;
+    ASSERT_TRUE(s.PreBackward(root).ok());
+    EXPECT_EQ(static_cast<float*>(*root->FullParam(0))[0], before + 100.0f);
+    ASSERT_TRUE(s.EndStep().ok());
+    EXPECT_EQ(pool.stats().live_bytes, 0u);
+  });
+}
+
 TEST(ShardSchedule, DeclaredOrderIsChecked) {
   HostStream stream;
   ShardSchedule s(&stream, true);
   EXPECT_EQ(s.SetOrder({nullptr}).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.PreForward(nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.SetReshardAfterForward(nullptr, false).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -191,6 +191,35 @@ class Prefetch(unittest.TestCase):
                 self.assertEqual([s["max_gathered"] for s in states], [1, most, most], "prefetch=%s" % prefetch)
 
 
+class KeptGroup(unittest.TestCase):
+    """weft.ShardSchedule.set_reshard_after_forward(group, False), FSDP's treatment of its root: the group
+    stays gathered from its forward until its backward is done, and the step still ends with nothing
+    gathered; a bad value or a call during a step is refused."""
+
+    def test_kept_from_forward_to_backward(self):
+        def body(rank, comm):
+            root, block = weft.ShardGroup(comm, [(5, 3)]), weft.ShardGroup(comm, [(4,)])
+            s = weft.ShardSchedule()
+            s.set_reshard_after_forward(root, False)
+            seen = []
+            s.begin_step()
+            for g in (root, block):
+                s.pre_forward(g)
+                s.post_forward(g)
+                seen.append(s.state()["gathered"])
+            with self.assertRaises(weft.WeftError):
+                s.set_reshard_after_forward(block, False)  # during a step
+            for g in (block, root):
+                s.pre_backward(g)
+                s.post_backward(g, [torch.ones(g.numels[0])])
+            s.end_step()
+            seen.append(s.state()["gathered"])
+            s.destroy()
+            return seen
+        for seen in on_ranks(2, body):
+            self.assertEqual(seen, [1, 1, 0], "the root stays after its forward, the block does not")
+
+
 class FullOptimState(unittest.TestCase):
     """full_optim_state_dict / load_full_optim_state_dict with load_full_state_dict: the gathered state
     is the single-process optimizer's, a save-load round trip gives back the same bits, and a run resumed
