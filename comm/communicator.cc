@@ -211,6 +211,16 @@ const std::vector<Piece>& PieceList::pieces() const {
   return list_ != nullptr ? *list_ : kNone;
 }
 
+uint64_t PartsLayout(const std::vector<Piece>& pieces) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the offsets and counts
+  for (const Piece& p : pieces) {
+    for (uint64_t v : {static_cast<uint64_t>(p.offset), static_cast<uint64_t>(p.count)}) {
+      h = (h ^ v) * 0x100000001b3ull;
+    }
+  }
+  return h;
+}
+
 absl::StatusOr<PieceList> Communicator::CheckPieces(std::vector<Piece> pieces, DataType t,
                                                     const std::function<std::string(size_t)>& label) const {
   RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "all_reduce_pieces"));

@@ -56,6 +56,10 @@ struct Piece {
   size_t count = 0;
 };
 
+// A hash of pieces' offsets and counts, which ranks compare to agree that
+// they pass the same layout.
+uint64_t PartsLayout(const std::vector<Piece>& pieces);
+
 // Pieces checked once (Communicator::CheckPieces) and shared, not copied, by
 // every call that reduces them: a caller that reduces the same pieces every
 // step (the reducer's segments) pays the checks once, like a copy plan.
@@ -78,12 +82,20 @@ class PieceList {
 // bucket-view mode, whose gradients backward writes one after another. The
 // owner says how far it has filled; the calls reduce what every rank has
 // filled when they run and record how far they got. Each rank has its own.
+// It may lie in parts (the reducer's buckets of one dtype, in bucket
+// order): elements [parts[i].offset, + parts[i].count) of the logical
+// buffer are at parts[i].recv, and every rank's parts must have the same
+// offsets and counts.
 class ReadyBuffer {
  public:
-  ReadyBuffer(void* data, size_t count, DataType t) : data_(data), count_(count), dtype_(t) {}
+  ReadyBuffer(void* data, size_t count, DataType t);
+  // parts: non-empty, each with recv == send (in place), in order and
+  // back to back from offset 0 (Communicator::AllReduceReady checks).
+  ReadyBuffer(std::vector<Piece> parts, DataType t);
   ReadyBuffer(const ReadyBuffer&) = delete;
   ReadyBuffer& operator=(const ReadyBuffer&) = delete;
-  void* data() const { return data_; }
+  void* data() const { return parts_.front().recv; }  // the first part's
+  const std::vector<Piece>& parts() const { return parts_; }
   size_t count() const { return count_; }
   DataType dtype() const { return dtype_; }
   // The owner: elements [0, end) hold this rank's input (clamped to
@@ -104,7 +116,7 @@ class ReadyBuffer {
 
  private:
   friend class Communicator;
-  void* const data_;
+  const std::vector<Piece> parts_;
   const size_t count_;
   const DataType dtype_;
   std::atomic<size_t> ready_{0};
@@ -170,6 +182,10 @@ class Communicator {
   // AllReduceReady costs what an AllReduce of the same bytes does. Elsewhere
   // it costs one more small all-reduce per call.
   virtual bool AgreesReadyInCall() const { return false; }
+  // Whether AllReduceReady on a buffer in parts costs what it costs on one
+  // contiguous buffer (in-process ranks reduce each piece where it lies).
+  // Elsewhere each part the call reaches is a collective of its own.
+  virtual bool ReducesReadyParts() const { return false; }
   // nullptr (and OK) for color < 0.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
 
@@ -200,6 +216,15 @@ class Communicator {
   // Here: one small all-reduce for the agreement, then DoAllReduce.
   virtual absl::StatusOr<size_t> DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
                                                   RedOp op);
+  // The same for a buffer in several parts (`parts` checked: in place, back
+  // to back, the same offsets and counts on every rank). Here: the small
+  // all-reduce, then one DoAllReduce per part the agreed extent reaches.
+  virtual absl::StatusOr<size_t> DoAllReduceReadyParts(const std::vector<Piece>& parts, size_t reduced, size_t offer,
+                                                       size_t upto, DataType t, RedOp op);
+  // Agrees on the least offer over ranks (one small all-reduce) and checks
+  // that the ranks' `reduced` and `upto` agree.
+  // `layout`: a hash of the parts (PartsLayout), 0 for one part.
+  absl::StatusOr<size_t> AgreeReady(size_t reduced, size_t offer, size_t upto, uint64_t layout);
   virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) = 0;
   // Called once by Abort(): wake anything blocked in the backend.
   virtual void DoAbort() {}

@@ -20,6 +20,20 @@
 
 namespace weft {
 
+namespace {
+
+size_t Total(const std::vector<Piece>& parts) {
+  return parts.empty() ? 0 : parts.back().offset + parts.back().count;
+}
+
+}  // namespace
+
+ReadyBuffer::ReadyBuffer(void* data, size_t count, DataType t)
+    : ReadyBuffer(std::vector<Piece>{Piece{data, data, 0, count}}, t) {}
+
+ReadyBuffer::ReadyBuffer(std::vector<Piece> parts, DataType t)
+    : parts_(parts.empty() ? std::vector<Piece>{Piece{}} : std::move(parts)), count_(Total(parts_)), dtype_(t) {}
+
 void ReadyBuffer::SetReady(size_t end) {
   end = std::min(end, count_);
   size_t now = ready_.load(std::memory_order_relaxed);
@@ -54,8 +68,18 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
   if (buf->count() > SIZE_MAX / ElementSize(t)) {
     return InvalidArgument("all_reduce_ready: the buffer's %zu elements of %s overflow size_t", buf->count(), Name(t));
   }
-  RETURN_IF_ERROR(Annotate(CheckBuffer("the buffer's data", buf->data(), buf->count() * ElementSize(t)),
-                           "all_reduce_ready"));
+  const std::vector<Piece>& parts = buf->parts();
+  for (size_t i = 0, at = 0; i < parts.size(); at += parts[i].count, ++i) {
+    const Piece& p = parts[i];
+    if (p.send != p.recv || p.offset != at) {
+      return InvalidArgument("all_reduce_ready: the buffer's part %zu is not in place and back to back (send %p, "
+                             "recv %p, offset %zu where the parts before end at %zu)", i, p.send, p.recv, p.offset,
+                             at);
+    }
+    RETURN_IF_ERROR(Annotate(CheckBuffer(parts.size() == 1 ? "the buffer's data" : "a part of the buffer", p.recv,
+                                         p.count * ElementSize(t)),
+                             "all_reduce_ready"));
+  }
   return Issue("all_reduce_ready", stream, [this, buf = std::move(buf), upto, t, op]() -> absl::Status {
     ReadyBuffer& b = *buf;
     ++b.calls_;
@@ -69,27 +93,53 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
       short_of = InvalidUsage("rank %d had [0, %zu) of the buffer ready when the call that must reach %zu ran; it "
                               "reduced whatever lay there, so the peers' results are wrong too", rank(), ready, upto);
     }
-    ASSIGN_OR_RETURN(const size_t agreed, DoAllReduceReady(b.data(), b.reduced_, std::max(ready, upto), upto, t, op));
+    const size_t offer = std::max(ready, upto);
+    ASSIGN_OR_RETURN(const size_t agreed, b.parts().size() == 1
+                                              ? DoAllReduceReady(b.data(), b.reduced_, offer, upto, t, op)
+                                              : DoAllReduceReadyParts(b.parts(), b.reduced_, offer, upto, t, op));
     b.reduced_ = agreed;
     return short_of;
   });
 }
 
 // One small all-reduce settles the extent and checks that the ranks are in
-// the same call: the minimum of {offer, reduced, -reduced, upto, -upto}
-// gives the least offer and, for the others, both their least and greatest.
-absl::StatusOr<size_t> Communicator::DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto,
-                                                      DataType t, RedOp op) {
+// the same call: the minimum of {offer, reduced, -reduced, upto, -upto,
+// layout, -layout} gives the least offer and, for the others, both their
+// least and greatest.
+absl::StatusOr<size_t> Communicator::AgreeReady(size_t reduced, size_t offer, size_t upto, uint64_t layout) {
   const auto s = [](size_t v) { return static_cast<int64_t>(v); };
-  int64_t v[5] = {s(offer), s(reduced), -s(reduced), s(upto), -s(upto)};
-  RETURN_IF_ERROR(DoAllReduce(v, v, 5, DataType::kInt64, RedOp::kMin, nullptr));
+  const auto l = static_cast<int64_t>(layout >> 2);  // negating it cannot overflow
+  int64_t v[7] = {s(offer), s(reduced), -s(reduced), s(upto), -s(upto), l, -l};
+  RETURN_IF_ERROR(DoAllReduce(v, v, 7, DataType::kInt64, RedOp::kMin, nullptr));
   if (v[1] != -v[2] || v[3] != -v[4]) {
     return InvalidUsage("the ranks called all_reduce_ready at different points: reduced %d to %d, upto %d to %d "
                         "(every rank must issue the same calls on the same buffer)", v[1], -v[2], v[3], -v[4]);
   }
-  const size_t agreed = static_cast<size_t>(v[0]);
+  if (v[5] != -v[6]) {
+    return InvalidUsage("the ranks called all_reduce_ready on buffers whose parts differ in their offsets or counts");
+  }
+  return static_cast<size_t>(v[0]);
+}
+
+absl::StatusOr<size_t> Communicator::DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto,
+                                                      DataType t, RedOp op) {
+  ASSIGN_OR_RETURN(const size_t agreed, AgreeReady(reduced, offer, upto, 0));
   void* from = static_cast<unsigned char*>(data) + reduced * ElementSize(t);
   RETURN_IF_ERROR(DoAllReduce(from, from, agreed - reduced, t, op, nullptr));
+  return agreed;
+}
+
+// The agreement compares the parts' layouts, so every rank that gets past
+// it makes the same calls here.
+absl::StatusOr<size_t> Communicator::DoAllReduceReadyParts(const std::vector<Piece>& parts, size_t reduced,
+                                                           size_t offer, size_t upto, DataType t, RedOp op) {
+  ASSIGN_OR_RETURN(const size_t agreed, AgreeReady(reduced, offer, upto, PartsLayout(parts)));
+  for (const Piece& p : parts) {
+    const size_t lo = std::max(reduced, p.offset), hi = std::min(agreed, p.offset + p.count);
+    if (lo >= hi) continue;
+    void* from = static_cast<unsigned char*>(p.recv) + (lo - p.offset) * ElementSize(t);
+    RETURN_IF_ERROR(DoAllReduce(from, from, hi - lo, t, op, nullptr));
+  }
   return agreed;
 }
 

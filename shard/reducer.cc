@@ -189,7 +189,7 @@ void Reducer::ResetIteration() {
   for (auto& b : buckets_) b->seg_pending = b->seg_grads;
   // No call is pending (Finalize drained the stream).
   for (auto& b : buckets_) {
-    if (b->fill != nullptr) b->fill->Reset();
+    if (b->fill != nullptr && buckets_[b->fill->first] == b) b->fill->Reset();
   }
 }
 
@@ -313,7 +313,9 @@ absl::Status Reducer::Finalize(void* stream) {
     const absl::Status synced = stream_->Synchronize();
     if (st.ok()) st = synced;
     int64_t merged = 0;  // read now: a rebuild below replaces the buckets
-    for (auto& b : buckets_) merged += b->fill != nullptr ? static_cast<int64_t>(b->fill->buf->merged()) : 0;
+    for (auto& b : buckets_) {  // each ReadyFill once (consecutive buckets may share one)
+      if (b->fill != nullptr && buckets_[b->fill->first] == b) merged += static_cast<int64_t>(b->fill->buf->merged());
+    }
     std::lock_guard<std::mutex> lock(stats_->mu);
     stats_->value.segments_merged += merged;
   } else if (st.ok()) {
@@ -365,6 +367,14 @@ absl::Status Reducer::SetSync(bool sync) {
 int Reducer::num_buckets() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(buckets_.size());
+}
+
+absl::StatusOr<DataType> Reducer::bucket_dtype(int b) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (b < 0 || b >= static_cast<int>(buckets_.size())) {
+    return InvalidArgument("bucket = %d is outside [0, %zu) (the reducer's buckets)", b, buckets_.size());
+  }
+  return buckets_[static_cast<size_t>(b)]->layout.dtype;
 }
 
 absl::StatusOr<void*> Reducer::GradSlot(int index) const {

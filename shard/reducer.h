@@ -169,6 +169,8 @@ class Reducer {
 
   int num_grads() const { return static_cast<int>(grads_.size()); }
   int num_buckets() const;
+  // Bucket b's dtype (the communication dtype); b in [0, num_buckets()).
+  absl::StatusOr<DataType> bucket_dtype(int b) const;
   // The gradient's slot in its bucket (count elements of the bucket type).
   // Changes when the buckets are rebuilt: see layout_version().
   absl::StatusOr<void*> GradSlot(int index) const;

@@ -152,14 +152,35 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
   }
   // Views on a backend that settles the ready extent within the call: the
   // same on every rank (options and backend), so all issue the same calls.
+  // Where a buffer in parts costs what one buffer does (in-process ranks),
+  // consecutive buckets of one dtype make one ReadyBuffer, so that a call
+  // runs on into the next bucket when that is ready too: without compute
+  // between the gradients, a backward's calls are then one or two rather
+  // than one per bucket, each a synchronisation of every rank's thread.
   if (!dev_ && options_.gradient_as_bucket_view && options_.merge_ready_segments && comm_->AgreesReadyInCall()) {
-    for (auto& b : buckets_) {
-      auto fill = std::make_shared<ReadyFill>();
-      fill->buf = std::make_shared<ReadyBuffer>(b->buf->data, b->layout.length, b->layout.dtype);
-      for (const Segment& seg : b->segs) fill->seg_end.push_back(seg.end);
-      fill->filled.assign(b->segments(), 0);
-      b->fill = std::move(fill);
+    const bool chain = comm_->ReducesReadyParts();
+    std::shared_ptr<ReadyFill> fill;
+    std::vector<Piece> parts;
+    const auto close = [&] {
+      if (fill == nullptr) return;
+      fill->buf = std::make_shared<ReadyBuffer>(std::move(parts), buckets_[fill->first]->layout.dtype);
+      fill->filled.assign(fill->seg_end.size(), 0);
+      parts.clear();
+    };
+    for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
+      BucketState& bs = *buckets_[b];
+      if (fill == nullptr || !chain || buckets_[fill->first]->layout.dtype != bs.layout.dtype) {
+        close();
+        fill = std::make_shared<ReadyFill>();
+        fill->first = b;
+      }
+      bs.fill = fill;
+      bs.fill_seg0 = fill->seg_end.size();
+      bs.fill_elem0 = parts.empty() ? 0 : parts.back().offset + parts.back().count;
+      parts.push_back(Piece{bs.buf->data, bs.buf->data, bs.fill_elem0, bs.layout.length});
+      for (const Segment& seg : bs.segs) fill->seg_end.push_back(bs.fill_elem0 + seg.end);
     }
+    close();
   }
   return absl::OkStatus();
 }
@@ -201,7 +222,8 @@ void Reducer::LaunchReady() {
     go.emplace_back(next_bucket_, next_segment_++);
   }
   for (const auto& [b, k] : go) {
-    if (buckets_[b]->fill != nullptr && !FilledByCopy(b, k)) buckets_[b]->fill->Filled(k);
+    const BucketState& bs = *buckets_[b];
+    if (bs.fill != nullptr && !FilledByCopy(b, k)) bs.fill->Filled(bs.fill_seg0 + k);
   }
   for (const auto& [b, k] : go) Launch(b, k);
 }
@@ -457,13 +479,13 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
     // The copy-in fills the segment (whatever its status: the call must
     // run on every rank); the call reaches at least the segment's end.
     if (in.elements() > 0) {
-      hs->Enqueue([in = std::move(in), m, fill = bs.fill, k] {
+      hs->Enqueue([in = std::move(in), m, fill = bs.fill, seg = bs.fill_seg0 + k] {
         const absl::Status st = in.Run(m.scale_in, nullptr);
-        fill->Filled(k);
+        fill->Filled(seg);
         return st;
       });
     }
-    Note(comm_->AllReduceReady(bs.fill->buf, bs.segs[k].end, m.op, hs));
+    Note(comm_->AllReduceReady(bs.fill->buf, bs.fill_elem0 + bs.segs[k].end, m.op, hs));
   } else {
     if (in.elements() > 0) hs->Enqueue([in = std::move(in), m] { return in.Run(m.scale_in, nullptr); });
     Note(data != nullptr ? comm_->AllReduce(data, data, n, dt, m.op, hs)

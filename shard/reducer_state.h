@@ -80,13 +80,15 @@ struct SegmentCopies {
   }
 };
 
-// A bucket as a ReadyBuffer (ReducerOptions::merge_ready_segments): which
-// of its segments hold this rank's input, and the prefix they make, shared
-// by the caller's launches (segments of views are filled when launched) and
-// the comm stream's copy-ins (segments with a copy are filled when it runs).
+// A bucket, or consecutive buckets of one dtype, as a ReadyBuffer
+// (ReducerOptions::merge_ready_segments): which of its segments hold this
+// rank's input, and the prefix they make, shared by the caller's launches
+// (segments of views are filled when launched) and the comm stream's
+// copy-ins (segments with a copy are filled when it runs).
 struct ReadyFill {
-  std::shared_ptr<ReadyBuffer> buf;
-  std::vector<size_t> seg_end;  // per segment, in the bucket's elements
+  std::shared_ptr<ReadyBuffer> buf;  // the buckets' memory as its parts
+  int first = 0;                     // its first bucket
+  std::vector<size_t> seg_end;  // per segment of its buckets, in the buffer's elements
   std::mutex mu;
   std::vector<char> filled;  // per segment, this backward
   size_t upto = 0;           // segments [0, upto) are filled
@@ -123,6 +125,8 @@ struct Reducer::BucketState {
   std::vector<SegmentCopies> copies;  // per segment
   std::vector<char> seg_in_pieces;    // per segment: reduced in pieces (Reducer::InPieces)
   std::shared_ptr<ReadyFill> fill;    // merge_ready_segments (host, view mode), else null
+  size_t fill_seg0 = 0;               // this bucket's first segment in `fill`
+  size_t fill_elem0 = 0;              // and its first element in fill->buf
   size_t segments() const { return seg_grads.size(); }
 };
 

@@ -42,7 +42,15 @@ std::pair<size_t, size_t> Chunk(size_t n, size_t parts, size_t i) {
 // Chunks for `bytes`: at least one when there is anything to do.
 size_t Pieces(size_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
 
-enum Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kAllReducePieces, kAllReduceReady };
+enum Kind : int64_t {
+  kAllReduce = 1,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kAllReducePieces,
+  kAllReduceReady,
+  kAllReduceReadyParts
+};
 
 const char* KindName(int64_t k) {
   switch (k) {
@@ -52,6 +60,7 @@ const char* KindName(int64_t k) {
     case kBroadcast: return "broadcast";
     case kAllReducePieces: return "all_reduce_pieces";
     case kAllReduceReady: return "all_reduce_ready";
+    case kAllReduceReadyParts: return "all_reduce_ready";
   }
   return "collective";
 }
@@ -71,22 +80,16 @@ std::string Describe(const Slot& slot) {
     s = absl::StrFormat("all_reduce_ready of %s from element %d up to %d", Name(static_cast<DataType>(sig & 0xff)),
                         count, slot.c);
   }
-  if (kind == kAllReduce || kind == kReduceScatter || kind == kAllReducePieces || kind == kAllReduceReady) {
+  if (kind == kAllReduceReadyParts) {  // c: a hash of upto and the parts
+    s = absl::StrFormat("all_reduce_ready of %s in parts from element %d", Name(static_cast<DataType>(sig & 0xff)),
+                        count);
+  }
+  if (kind == kAllReduce || kind == kReduceScatter || kind == kAllReducePieces || kind == kAllReduceReady ||
+      kind == kAllReduceReadyParts) {
     s += absl::StrFormat(" (%s)", Name(static_cast<RedOp>(sig >> 8 & 0xff)));
   }
   if (kind == kBroadcast) s += absl::StrFormat(" from root %d", static_cast<int>((sig >> 16 & 0xffff) - 1));
   return s;
-}
-
-// Ranks must pass the same layout: a hash of it joins the comparison.
-uint64_t LayoutHash(const std::vector<Piece>& pieces) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the offsets and counts
-  for (const Piece& p : pieces) {
-    for (uint64_t v : {static_cast<uint64_t>(p.offset), static_cast<uint64_t>(p.count)}) {
-      h = (h ^ v) * 0x100000001b3ull;
-    }
-  }
-  return h;
 }
 
 }  // namespace
@@ -100,11 +103,13 @@ absl::Status InProcComm::Publish(const void* send, void* recv, size_t count, int
   // Every rank fails alike and touches no peer's buffer; the barrier keeps
   // the slots until all have read them for the message.
   const Slot &zero = world_->slot(0), &other = world_->slot(r);
-  const bool only_pieces = zero.a == other.a && zero.b == other.b && (zero.b >> 32) == kAllReducePieces;
-  const absl::Status mismatch =
-      InvalidUsage("the ranks called different collectives: rank 0 called %s, rank %d called %s%s",
-                   Describe(zero), r, Describe(other),
-                   only_pieces ? " with other piece offsets or counts" : "");
+  const char* why = "";  // what the descriptions do not show
+  if (zero.a == other.a && zero.b == other.b) {
+    if ((zero.b >> 32) == kAllReducePieces) why = " with other piece offsets or counts";
+    if ((zero.b >> 32) == kAllReduceReadyParts) why = " with other parts or another upto";
+  }
+  const absl::Status mismatch = InvalidUsage("the ranks called different collectives: rank 0 called %s, rank %d "
+                                             "called %s%s", Describe(zero), r, Describe(other), why);
   RETURN_IF_ERROR(Arrive());
   return mismatch;
 }
@@ -174,8 +179,8 @@ absl::StatusOr<size_t> InProcComm::DoAllReduceReady(void* data, size_t reduced, 
   return static_cast<size_t>(agreed);
 }
 
-// The logical buffer is cut into chunks like a plain all-reduce's (gaps
-// between pieces count, so every rank cuts alike); a chunk reduces the
+// Pieces: the logical buffer is cut into chunks like a plain all-reduce's
+// (gaps between pieces count, so every rank cuts alike); a chunk reduces the
 // parts of the pieces inside it, each from every rank's own pointers.
 absl::Status InProcComm::DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) {
   const size_t es = ElementSize(t);
@@ -186,11 +191,19 @@ absl::Status InProcComm::DoAllReducePieces(const std::vector<Piece>& pieces, Dat
     return absl::OkStatus();
   }
   const size_t count = pieces.back().offset + pieces.back().count;
-  RETURN_IF_ERROR(Publish(pieces.data(), nullptr, count, Signature(kAllReducePieces, t, op),
-                          LayoutHash(pieces)));
-  const size_t n = Pieces(count * es);
+  RETURN_IF_ERROR(Publish(pieces.data(), nullptr, count, Signature(kAllReducePieces, t, op), PartsLayout(pieces)));
+  ReducePiecesShared(pieces, 0, count, t, op);
+  return absl::OkStatus();
+}
+
+// Elements [begin, end) of the logical buffer, every rank's pieces (published
+// in its slot's `send`, the same layout as `pieces`) reduced in shared chunks.
+void InProcComm::ReducePiecesShared(const std::vector<Piece>& pieces, size_t begin, size_t end, DataType t,
+                                    RedOp op) {
+  const size_t es = ElementSize(t), count = end - begin, n = Pieces(count * es);
   Share(n, [&](size_t i) {
-    const auto [b, e] = Chunk(count, n, i);
+    auto [b, e] = Chunk(count, n, i);
+    b += begin, e += begin;
     auto j = static_cast<size_t>(std::partition_point(pieces.begin(), pieces.end(),
                                                       [b = b](const Piece& p) { return p.offset + p.count <= b; }) -
                                  pieces.begin());
@@ -207,7 +220,19 @@ absl::Status InProcComm::DoAllReducePieces(const std::vector<Piece>& pieces, Dat
       Reduce(hi - lo, t, op, src_.data(), dst_.data(), size());
     }
   });
-  return absl::OkStatus();
+}
+
+// A ready buffer in parts: one publish carries the parts and the offer,
+// compared by a hash of the parts' layout and upto, and the agreed range is
+// reduced across the parts in shared chunks, as one buffer would be.
+absl::StatusOr<size_t> InProcComm::DoAllReduceReadyParts(const std::vector<Piece>& parts, size_t reduced,
+                                                         size_t offer, size_t upto, DataType t, RedOp op) {
+  if (size() == 1) return offer;
+  const uint64_t layout = (PartsLayout(parts) ^ static_cast<uint64_t>(upto)) * 0x100000001b3ull;
+  RETURN_IF_ERROR(Publish(parts.data(), nullptr, reduced, Signature(kAllReduceReadyParts, t, op), layout, offer));
+  const uint64_t agreed = world_->least_d();
+  ReducePiecesShared(parts, reduced, agreed, t, op);
+  return static_cast<size_t>(agreed);
 }
 
 absl::Status InProcComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,

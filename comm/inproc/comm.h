@@ -31,7 +31,7 @@ struct Slot {
   void* recv = nullptr;
   int64_t a = 0;  // split: color; collectives: the count
   int64_t b = 0;  // split: key; collectives: type, op and root (Signature)
-  uint64_t c = 0;  // pieces: a hash of their offsets and counts; all_reduce_ready: upto
+  uint64_t c = 0;  // pieces: a hash of their offsets and counts; all_reduce_ready: upto (in parts: hashed with them)
   uint64_t d = 0;  // all_reduce_ready: how far this rank has its buffer ready (not compared)
 };
 
@@ -108,6 +108,9 @@ class InProcComm final : public Communicator {
   bool AgreesReadyInCall() const override { return true; }
   absl::StatusOr<size_t> DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
                                           RedOp op) override;
+  bool ReducesReadyParts() const override { return true; }
+  absl::StatusOr<size_t> DoAllReduceReadyParts(const std::vector<Piece>& parts, size_t reduced, size_t offer,
+                                               size_t upto, DataType t, RedOp op) override;
   absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
   void DoAbort() override { world_->Abort(); }
@@ -122,6 +125,9 @@ class InProcComm final : public Communicator {
   // The all-reduce of `count` elements from every rank's published send to
   // its recv, in shared chunks.
   void AllReduceShared(size_t count, DataType t, RedOp op);
+  // Elements [begin, end) of a buffer in pieces, every rank's pieces
+  // published in its slot's `send`.
+  void ReducePiecesShared(const std::vector<Piece>& pieces, size_t begin, size_t end, DataType t, RedOp op);
   // Runs work(i) for each chunk i in [0, n) of this collective, shared with
   // the peers: a rank whose thread is not running does not hold the others
   // up, which is what costs most when ranks' threads outnumber the cores.

@@ -399,7 +399,45 @@ std::string CheckAllReduceReady(Communicator& comm) {
   }
   if (!err.empty()) return Finish("all_reduce_ready", r, err);
 
-  // 3. Refusals and failures that leave the communicator usable.
+  // 3. A buffer in three parts (the reducer's buckets of one dtype): the
+  // calls run across the parts' boundaries as over one buffer.
+  {
+    const size_t sizes[3] = {70001, 5, count - 70006};
+    std::vector<std::vector<int32_t>> part(3);
+    std::vector<Piece> parts;
+    for (size_t i = 0, at = 0; i < 3; at += sizes[i], ++i) {
+      part[i].resize(sizes[i]);
+      for (size_t j = 0; j < sizes[i]; ++j) part[i][j] = value(r, at + j);
+      parts.push_back(Piece{part[i].data(), part[i].data(), at, sizes[i]});
+    }
+    const auto element = [&](size_t j) { return j < 70001 ? part[0][j] : j < 70006 ? part[1][j - 70001]
+                                                                                    : part[2][j - 70006]; };
+    auto b = std::make_shared<ReadyBuffer>(parts, DataType::kInt32);
+    // Rank q has [0, 70003 + q) ready: a call that must reach 70002 reduces
+    // [0, 70003), into the second part, and nothing beyond.
+    b->SetReady(70003 + static_cast<size_t>(r));
+    absl::Status s = run(b, {70002}, RedOp::kSum, false);
+    if (!s.ok()) return absl::StrCat("all_reduce_ready in parts, ragged extents: ", s.ToString());
+    Expect(b->reduced() == 70003, absl::StrCat("in parts: reduced ", b->reduced(), ", want 70003"), &err);
+    for (size_t j = 0; j < count && err.empty(); ++j) {
+      const int expect = j < 70003 ? sum(j) : value(r, j);
+      if (element(j) != expect) {
+        Expect(false, absl::StrCat("in parts, ragged: element ", j, " is ", element(j), ", want ", expect), &err);
+      }
+    }
+    b->SetReady(count);
+    s = run(b, {70002, 70006, count}, RedOp::kSum, true);
+    if (!s.ok()) return absl::StrCat("all_reduce_ready in parts, the rest: ", s.ToString());
+    Expect(b->reduced() == count && b->calls() == 4 && b->merged() == 2,
+           absl::StrCat("in parts, the rest: reduced ", b->reduced(), " in ", b->calls(), " calls, ", b->merged(),
+                        " merged; want ", count, ", 4, 2"), &err);
+    for (size_t j = 0; j < count && err.empty(); ++j) {
+      if (element(j) != sum(j)) Expect(false, absl::StrCat("in parts: element ", j, " is ", element(j)), &err);
+    }
+  }
+  if (!err.empty()) return Finish("all_reduce_ready", r, err);
+
+  // 4. Refusals and failures that leave the communicator usable.
   std::vector<int32_t> y(64, 1);
   auto b = std::make_shared<ReadyBuffer>(y.data(), y.size(), DataType::kInt32);
   b->SetReady(64);
@@ -424,7 +462,23 @@ std::string CheckAllReduceReady(Communicator& comm) {
     Expect(r == 0 ? absl::IsFailedPrecondition(s) && absl::StrContains(s.message(), "had [0, 0)") : s.ok(),
            "a rank short of upto: " + s.ToString(), &err);
     Expect(c->reduced() == 10, absl::StrCat("a rank short of upto: reduced ", c->reduced()), &err);
+    // Parts that differ between ranks (16 + 48 against 32 + 32): every rank is told, nothing is reduced.
+    const size_t first = r == n - 1 ? 32 : 16;
+    auto d = std::make_shared<ReadyBuffer>(
+        std::vector<Piece>{{y.data(), y.data(), 0, first}, {y.data() + first, y.data() + first, first, 64 - first}},
+        DataType::kInt32);
+    d->SetReady(64);
+    s = comm.AllReduceReady(d, 64, RedOp::kSum, nullptr);
+    Expect(absl::IsFailedPrecondition(s) && absl::StrContains(s.message(), "all_reduce_ready"),
+           "parts that differ: " + s.ToString(), &err);
+    Expect(d->reduced() == 0, absl::StrCat("parts that differ: reduced ", d->reduced()), &err);
   }
+  // Parts must lie back to back, in place.
+  auto e = std::make_shared<ReadyBuffer>(
+      std::vector<Piece>{{y.data(), y.data(), 0, 8}, {y.data() + 9, y.data() + 9, 9, 8}}, DataType::kInt32);
+  s = comm.AllReduceReady(e, 8, RedOp::kSum, nullptr);
+  Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "part 1"), "a gap between parts: " +
+         s.ToString(), &err);
   if (!err.empty()) return Finish("all_reduce_ready", r, err);
   return CheckUsable(comm, "after all_reduce_ready's refusals");
 }

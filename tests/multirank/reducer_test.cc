@@ -7,6 +7,7 @@
 #include "shard/reducer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -150,16 +151,17 @@ TEST_P(ReducerWorld, GradientAsBucketView) {
 }
 
 // Views on in-process ranks, which settle what is ready within the call
-// (ReducerOptions::merge_ready_segments): gradients marked in registration
-// order hold every bucket back until the last mark (bucket 0 holds the last
-// gradient), so every segment is ready before the first is enqueued and
-// each bucket goes in its first segment's call, on every rank: exactly
-// segments - buckets merged. In step 1 rank 0 passes gradient 3 (the
-// second segment of its bucket) in a buffer of its own, which is copied in
-// on the comm stream, so its segment fills only then, after the bucket's
-// first call has run: that call stops before it on every rank, and the
-// averages must hold all the same. In
-// step 2 (views again) the buckets merge whole again. Off, nothing merges.
+// (ReducerOptions::merge_ready_segments) and chain the buckets of one dtype
+// into one ready buffer (Communicator::ReducesReadyParts): gradients marked
+// in registration order hold every bucket back until the last mark (bucket
+// 0 holds the last gradient), so every segment is ready before the first is
+// enqueued and the whole backward goes in the first segment's call, on
+// every rank: exactly segments - 1 merged. In step 1 rank 0 passes
+// gradient 3 (the second segment of its bucket) in a buffer of its own,
+// which is copied in on the comm stream, so its segment fills only then,
+// after the first call has run: that call stops before it on every rank,
+// and the averages must hold all the same. In step 2 (views again) it is
+// one call again. Off, nothing merges.
 TEST_P(ReducerWorld, ViewSegmentsThatAreReadyMerge) {
   const int world = GetParam();
   for (bool merge : {true, false}) {
@@ -195,13 +197,67 @@ TEST_P(ReducerWorld, ViewSegmentsThatAreReadyMerge) {
         if (!merge) {
           EXPECT_EQ(merged, 0);
         } else if (step != 1) {
-          EXPECT_EQ(merged, segments - buckets) << "rank " << rank << " step " << step;
+          EXPECT_EQ(merged, segments - 1) << "rank " << rank << " step " << step;
         } else {
-          EXPECT_LT(merged, segments - buckets) << "gradient 3's copy-in comes after its bucket's first call";
+          EXPECT_LT(merged, segments - 1) << "gradient 3's copy-in comes after the first call";
         }
       }
     });
   }
+}
+
+// Buckets chain only within a dtype: with float32 and float64 gradients
+// the buckets come in two families, and every segment ready before the
+// first call makes one call per run of same-dtype buckets in bucket order.
+TEST_P(ReducerWorld, ReadyBucketsChainWithinADtype) {
+  const int world = GetParam();
+  RunRanks(world, [&](int rank, Communicator& comm) {
+    std::vector<GradSpec> specs = Specs(kCounts);
+    for (size_t g = 0; g < specs.size(); g += 3) specs[g].dtype = DataType::kFloat64;
+    ReducerOptions o = SmallBuckets();
+    o.gradient_as_bucket_view = true;
+    o.rebuild_buckets = false;
+    auto red = Reducer::Create(&comm, specs, o);
+    ASSERT_TRUE(red.ok()) << red.status();
+    Reducer& r = **red;
+    int runs = 0;  // of same-dtype buckets, in bucket order
+    for (int b = 0; b < r.num_buckets(); ++b) {
+      if (b == 0 || *r.bucket_dtype(b) != *r.bucket_dtype(b - 1)) ++runs;
+    }
+    EXPECT_FALSE(r.bucket_dtype(r.num_buckets()).ok());
+    EXPECT_GT(runs, 1) << "the test wants buckets of both dtypes";
+    for (int step = 0; step < 2; ++step) {
+      const ReducerStats before = r.stats();
+      for (size_t g = 0; g < specs.size(); ++g) {
+        void* slot = *r.GradSlot(g);
+        for (size_t j = 0; j < specs[g].count; ++j) {
+          const float v = Value(step, rank, g, j);
+          if (specs[g].dtype == DataType::kFloat64) static_cast<double*>(slot)[j] = v;
+          else static_cast<float*>(slot)[j] = v;
+        }
+      }
+      for (size_t g = 0; g < specs.size(); ++g) ASSERT_TRUE(r.MarkReady(g, *r.GradSlot(g), nullptr).ok());
+      ASSERT_TRUE(r.Finalize(nullptr).ok());
+      for (size_t g = 0; g < specs.size(); ++g) {
+        const void* slot = *r.GradSlot(g);
+        for (size_t j = 0; j < specs[g].count; ++j) {
+          if (specs[g].dtype == DataType::kFloat32) {
+            ASSERT_EQ(static_cast<const float*>(slot)[j], Mean(step, world, g, j))
+                << "rank " << rank << " step " << step << " grad " << g;
+            continue;
+          }
+          double sum = 0;
+          for (int q = 0; q < world; ++q) sum += Value(step, q, g, j);
+          ASSERT_NEAR(static_cast<const double*>(slot)[j], sum / world, 1e-12 * (1 + std::abs(sum)))
+              << "rank " << rank << " step " << step << " grad " << g;
+        }
+      }
+      const ReducerStats after = r.stats();
+      const int64_t segments = after.segments_launched - before.segments_launched;
+      const int64_t merged = after.segments_merged - before.segments_merged;
+      EXPECT_EQ(segments - merged, runs) << "rank " << rank << " step " << step;
+    }
+  });
 }
 
 // The copy plans a segment keeps (shard/reducer_state.h, SegmentCopies), and
