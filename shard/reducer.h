@@ -37,8 +37,9 @@
 //   view      gradient-as-bucket-view: the framework makes each gradient a
 //             view of its slot (GradSlot), so there is nothing to copy;
 //   merge     host, views: a segment's call reduces every later segment of
-//             its bucket that all ranks have ready when it runs, and the
-//             calls it covered do nothing (merge_ready_segments,
+//             its bucket (in-process: and of the next buckets of its dtype)
+//             that all ranks have ready when it runs, and the calls it
+//             covered do nothing (merge_ready_segments,
 //             Communicator::AllReduceReady);
 //   in place  host, separate buffers: a segment lying wholly inside one
 //             gradient (of the bucket's type, not float16) is averaged in
@@ -102,7 +103,10 @@ struct ReducerOptions {
   // (Communicator::AllReduceReady), and the segments queued behind it that
   // it covered cost nothing. Only a reducer that has fallen behind merges:
   // when backward outpaces the collectives, as with no compute between
-  // gradients, a bucket goes in one call instead of one per segment.
+  // gradients, a bucket goes in one call instead of one per segment. Where
+  // a ready buffer in parts costs what one does (in-process ranks:
+  // Communicator::ReducesReadyParts) the call runs on into the next buckets
+  // of the same dtype too.
   bool merge_ready_segments = true;
 };
 
