@@ -86,6 +86,8 @@ class PieceList {
 // order): elements [parts[i].offset, + parts[i].count) of the logical
 // buffer are at parts[i].recv, and every rank's parts must have the same
 // offsets and counts.
+class Communicator;
+
 class ReadyBuffer {
  public:
   ReadyBuffer(void* data, size_t count, DataType t);
@@ -123,6 +125,7 @@ class ReadyBuffer {
   size_t reduced_ = 0;
   uint64_t calls_ = 0;
   uint64_t merged_ = 0;
+  std::atomic<const Communicator*> checked_for_{nullptr};  // where the parts passed CheckBuffer
 };
 
 class Communicator {

@@ -68,8 +68,11 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
   if (buf->count() > SIZE_MAX / ElementSize(t)) {
     return InvalidArgument("all_reduce_ready: the buffer's %zu elements of %s overflow size_t", buf->count(), Name(t));
   }
+  // The parts are fixed: checked on a buffer's first call on this communicator (the reducer makes ~50 calls
+  // a step on one buffer of several parts).
   const std::vector<Piece>& parts = buf->parts();
-  for (size_t i = 0, at = 0; i < parts.size(); at += parts[i].count, ++i) {
+  for (size_t i = 0, at = 0; buf->checked_for_.load(std::memory_order_acquire) != this && i < parts.size();
+       at += parts[i].count, ++i) {
     const Piece& p = parts[i];
     if (p.send != p.recv || p.offset != at) {
       return InvalidArgument("all_reduce_ready: the buffer's part %zu is not in place and back to back (send %p, "
@@ -80,6 +83,7 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
                                          p.count * ElementSize(t)),
                              "all_reduce_ready"));
   }
+  buf->checked_for_.store(this, std::memory_order_release);
   return Issue("all_reduce_ready", stream, [this, buf = std::move(buf), upto, t, op]() -> absl::Status {
     ReadyBuffer& b = *buf;
     ++b.calls_;
