@@ -206,63 +206,75 @@ TEST_F(GpuStream, ScheduleOrdersGathersAndReductionsByEvents) {
     ASSERT_TRUE(d.ok()) << d.status();
     dg.push_back(std::move(*d));
   }
-  auto streams = shard::DeviceScheduleStreams(stream_);
-  ASSERT_TRUE(streams.ok()) << streams.status();
-  shard::ShardSchedule sched(std::move(*streams), shard::ScheduleOptions{true, true, {}});
-  const size_t es = ElementSize(o.param_dtype);
-  const size_t full_bytes = hg[0]->full_numel() * es;
-  for (int step = 0; step < 2; ++step) {
-    WEFT_CUDA_OK(cudaStreamSynchronize(stream_));  // the blocking loads come after the last step's reads
-    for (int i = 0; i < 3; ++i) {
-      const auto full = FullValues(100 * step + i);
-      ASSERT_TRUE(hg[i]->LoadFromFull(Ptrs(full)).ok());
-      ASSERT_TRUE(dg[i]->LoadFromFull(Ptrs(full)).ok());
+  // Then again with group 0 kept gathered from its forward to its backward
+  // (FSDP's root): its backward reads the forward's gather.
+  for (const bool keep_root : {false, true}) {
+    auto streams = shard::DeviceScheduleStreams(stream_);
+    ASSERT_TRUE(streams.ok()) << streams.status();
+    shard::ShardSchedule sched(std::move(*streams), shard::ScheduleOptions{true, true, {}});
+    if (keep_root) {
+      ASSERT_TRUE(sched.SetReshardAfterForward(dg[0].get(), false).ok());
     }
-    std::vector<std::unique_ptr<Dev>> seen_fwd, seen_bwd, grads;
-    std::vector<std::unique_ptr<Pinned>> sources;
-    ASSERT_TRUE(sched.BeginStep().ok());
-    for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE(sched.PreForward(dg[i].get()).ok());
-      seen_fwd.push_back(std::make_unique<Dev>(full_bytes));
-      WEFT_CUDA_OK(cudaMemcpyAsync(seen_fwd.back()->get(), sched.full(dg[i].get()), full_bytes,
-                                   cudaMemcpyDeviceToDevice, stream_));  // the "forward"
-      ASSERT_TRUE(sched.PostForward(dg[i].get()).ok());
-      EXPECT_LE(sched.gathered(), 2);
-    }
-    for (int i = 2; i >= 0; --i) {
-      ASSERT_TRUE(sched.PreBackward(dg[i].get()).ok());
-      seen_bwd.push_back(std::make_unique<Dev>(full_bytes));
-      WEFT_CUDA_OK(cudaMemcpyAsync(seen_bwd.back()->get(), sched.full(dg[i].get()), full_bytes,
-                                   cudaMemcpyDeviceToDevice, stream_));
-      std::vector<TensorRef> hrefs, drefs;
-      std::vector<std::vector<unsigned char>> hgrads;
-      WEFT_CUDA_OK(cudaLaunchHostFunc(stream_, &SleepMs, reinterpret_cast<void*>(intptr_t{20})));
-      for (size_t p = 0; p < kParams.size(); ++p) {
-        const size_t n = hg[i]->layout().numel[p];
-        hgrads.push_back(GradBytes(p, n, o.param_dtype, 10 * step + i));
-        sources.push_back(std::make_unique<Pinned>(hgrads.back()));
-        grads.push_back(std::make_unique<Dev>(hgrads.back().size()));  // NaN until the late copy
-        WEFT_CUDA_OK(cudaMemcpyAsync(grads.back()->get(), sources.back()->get(), hgrads.back().size(),
-                                     cudaMemcpyHostToDevice, stream_));
-        hrefs.push_back({hgrads.back().data(), n, o.param_dtype});
-        drefs.push_back({grads.back()->get(), n, o.param_dtype});
+    const int most = keep_root ? 3 : 2;
+    const size_t es = ElementSize(o.param_dtype);
+    const size_t full_bytes = hg[0]->full_numel() * es;
+    for (int step = 0; step < 2; ++step) {
+      WEFT_CUDA_OK(cudaStreamSynchronize(stream_));  // the blocking loads come after the last step's reads
+      for (int i = 0; i < 3; ++i) {
+        const auto full = FullValues(100 * step + i);
+        ASSERT_TRUE(hg[i]->LoadFromFull(Ptrs(full)).ok());
+        ASSERT_TRUE(dg[i]->LoadFromFull(Ptrs(full)).ok());
       }
-      ASSERT_TRUE(sched.PostBackward(dg[i].get(), drefs).ok());
-      ASSERT_TRUE(hg[i]->ReduceGrads(hrefs, nullptr).ok());
-    }
-    ASSERT_TRUE(sched.EndStep().ok());
-    EXPECT_LE(sched.max_gathered(), 2);
-    EXPECT_EQ(sched.gathered(), 0);
-    EXPECT_EQ(dpool.stats().live_bytes, 0u);
-    WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
-    for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE(hg[i]->Unshard(nullptr).ok());
-      const auto want = Bytes(*hg[i]->FullParam(0), full_bytes);
-      EXPECT_EQ(Download(seen_fwd[i]->get(), full_bytes), want) << "step " << step << " forward of group " << i;
-      EXPECT_EQ(Download(seen_bwd[2 - i]->get(), full_bytes), want) << "step " << step << " backward of group " << i;
-      ASSERT_TRUE(hg[i]->Reshard().ok());
-      const size_t sb = hg[i]->grads().size() * sizeof(float);
-      EXPECT_EQ(Download(dg[i]->grads().data(), sb), Bytes(hg[i]->grads().data(), sb)) << "step " << step << " group " << i;
+      std::vector<std::unique_ptr<Dev>> seen_fwd, seen_bwd, grads;
+      std::vector<std::unique_ptr<Pinned>> sources;
+      ASSERT_TRUE(sched.BeginStep().ok());
+      for (int i = 0; i < 3; ++i) {
+        ASSERT_TRUE(sched.PreForward(dg[i].get()).ok());
+        seen_fwd.push_back(std::make_unique<Dev>(full_bytes));
+        WEFT_CUDA_OK(cudaMemcpyAsync(seen_fwd.back()->get(), sched.full(dg[i].get()), full_bytes,
+                                     cudaMemcpyDeviceToDevice, stream_));  // the "forward"
+        ASSERT_TRUE(sched.PostForward(dg[i].get()).ok());
+        EXPECT_LE(sched.gathered(), most);
+      }
+      if (keep_root) {
+        EXPECT_TRUE(dg[0]->unsharded()) << "kept after its forward";
+      }
+      for (int i = 2; i >= 0; --i) {
+        ASSERT_TRUE(sched.PreBackward(dg[i].get()).ok());
+        seen_bwd.push_back(std::make_unique<Dev>(full_bytes));
+        WEFT_CUDA_OK(cudaMemcpyAsync(seen_bwd.back()->get(), sched.full(dg[i].get()), full_bytes,
+                                     cudaMemcpyDeviceToDevice, stream_));
+        std::vector<TensorRef> hrefs, drefs;
+        std::vector<std::vector<unsigned char>> hgrads;
+        WEFT_CUDA_OK(cudaLaunchHostFunc(stream_, &SleepMs, reinterpret_cast<void*>(intptr_t{20})));
+        for (size_t p = 0; p < kParams.size(); ++p) {
+          const size_t n = hg[i]->layout().numel[p];
+          hgrads.push_back(GradBytes(p, n, o.param_dtype, 10 * step + i));
+          sources.push_back(std::make_unique<Pinned>(hgrads.back()));
+          grads.push_back(std::make_unique<Dev>(hgrads.back().size()));  // NaN until the late copy
+          WEFT_CUDA_OK(cudaMemcpyAsync(grads.back()->get(), sources.back()->get(), hgrads.back().size(),
+                                       cudaMemcpyHostToDevice, stream_));
+          hrefs.push_back({hgrads.back().data(), n, o.param_dtype});
+          drefs.push_back({grads.back()->get(), n, o.param_dtype});
+        }
+        ASSERT_TRUE(sched.PostBackward(dg[i].get(), drefs).ok());
+        ASSERT_TRUE(hg[i]->ReduceGrads(hrefs, nullptr).ok());
+      }
+      ASSERT_TRUE(sched.EndStep().ok());
+      EXPECT_LE(sched.max_gathered(), most);
+      EXPECT_EQ(sched.gathered(), 0);
+      EXPECT_EQ(dpool.stats().live_bytes, 0u);
+      WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
+      for (int i = 0; i < 3; ++i) {
+        ASSERT_TRUE(hg[i]->Unshard(nullptr).ok());
+        const auto want = Bytes(*hg[i]->FullParam(0), full_bytes);
+        EXPECT_EQ(Download(seen_fwd[i]->get(), full_bytes), want) << "step " << step << " forward of group " << i;
+        EXPECT_EQ(Download(seen_bwd[2 - i]->get(), full_bytes), want) << "step " << step << " backward of group " << i;
+        ASSERT_TRUE(hg[i]->Reshard().ok());
+        const size_t sb = hg[i]->grads().size() * sizeof(float);
+        EXPECT_EQ(Download(dg[i]->grads().data(), sb), Bytes(hg[i]->grads().data(), sb))
+            << "step " << step << " group " << i << (keep_root ? ", group 0 kept" : "");
+      }
     }
   }
 }
