@@ -170,6 +170,41 @@ TEST(ShardSchedule, ZeroTwoGathersUpdatedShardsEachStep) {
   });
 }
 
+// The override works the other way too: in a ZeRO-2 schedule a group set to
+// reshard after its forward is released there, gathered again for its
+// backward, and then kept like the others until the next BeginStep.
+TEST(ShardSchedule, ZeroTwoGroupCanReshardAfterForward) {
+  RunRanksExpecting(2, [&](Communicator& c) {
+    BufferPool pool;
+    Model m = Build(c, &pool), ref = Build(c, &pool);
+    HostStream stream;
+    ShardSchedule s(&stream, /*reshard_after_forward=*/false);
+    ShardGroup* g = m.groups[1].get();
+    ASSERT_TRUE(s.SetReshardAfterForward(g, true).ok());
+    ASSERT_TRUE(s.BeginStep().ok());
+    for (auto& group : m.groups) {
+      ASSERT_TRUE(s.PreForward(group.get()).ok());
+      ASSERT_TRUE(s.PostForward(group.get()).ok());
+    }
+    EXPECT_FALSE(g->unsharded()) << "released after its forward";
+    EXPECT_TRUE(m.groups[0]->unsharded()) << "the others stay (ZeRO-2)";
+    std::vector<std::vector<float>> keep;
+    for (int i = static_cast<int>(m.groups.size()) - 1; i >= 0; --i) {
+      ShardGroup& x = *m.groups[i];
+      ASSERT_TRUE(s.PreBackward(&x).ok());
+      keep.push_back(Grads(x, c.rank()));
+      ASSERT_TRUE(s.PostBackward(&x, Refs(x, keep.back())).ok());
+    }
+    ASSERT_TRUE(s.EndStep().ok());
+    EXPECT_TRUE(g->unsharded()) << "gathered for its backward and kept like the others";
+    Step(ref, nullptr, c.rank());
+    for (size_t i = 0; i < kGroups.size(); ++i) {
+      EXPECT_EQ(std::memcmp(m.groups[i]->grads().data(), ref.groups[i]->grads().data(),
+                            m.groups[i]->grads().size() * sizeof(float)), 0) << "group " << i;
+    }
+  });
+}
+
 // The pool's accounting bounds what ZeRO-3 holds: at most two gathered
 // groups and one gradient buffer in flight (its reduction enqueued, its
 // memory returned on the stream for the next prefetched gather), and no
