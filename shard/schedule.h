@@ -7,9 +7,10 @@
 // in flight: the group in use and the one prefetched, which is what bounds
 // peak memory to the shards plus about two groups (plus any group kept
 // gathered from its forward to its backward: SetReshardAfterForward). Work
-// runs on one stream (shard/schedule_streams.h): on host memory a HostStream, where waiting for
-// a group's gather waits for that gather alone (a stream mark), not for the
-// gradient reductions queued behind it; on CUDA memory the schedule's own
+// runs on one stream (shard/schedule_streams.h): on host memory a
+// HostStream, where waiting for a group's gather waits for that gather alone
+// (a stream mark), not for the gradient reductions queued behind it; on
+// CUDA memory the schedule's own
 // stream, and "waiting" for a gather is the caller's cudaStream_t waiting on
 // an event (the host never waits).
 //
@@ -84,6 +85,7 @@ class ShardSchedule {
   // The forward order; backward is its reverse. Optional; not during a step.
   absl::Status SetOrder(std::vector<ShardGroup*> order);
   const std::vector<ShardGroup*>& order() const { return order_; }
+  bool order_known() const { return order_known_; }
 
   // Whether g is released after its forward, overriding the schedule's
   // reshard_after_forward for this group. FSDP's root is the case: its
@@ -92,10 +94,9 @@ class ShardSchedule {
   // only means gathering them again for the backward, with nothing left to
   // hide that gather behind. Kept (false), the group stays gathered until
   // its PostBackward (ZeRO-3) and its backward gather costs nothing; its
-  // memory is held through the step. Not during a step.
+  // memory is held from its forward to its backward. Not during a step.
   absl::Status SetReshardAfterForward(ShardGroup* g, bool reshard);
   bool reshard_after_forward(ShardGroup* g) const;
-  bool order_known() const { return order_known_; }
 
   // At the start of each step. ZeRO-1/2: releases the groups kept gathered,
   // whose shards the optimizer has updated since, so they are gathered anew.
