@@ -10,9 +10,8 @@
 // runs on one stream (shard/schedule_streams.h): on host memory a
 // HostStream, where waiting for a group's gather waits for that gather alone
 // (a stream mark), not for the gradient reductions queued behind it; on
-// CUDA memory the schedule's own
-// stream, and "waiting" for a gather is the caller's cudaStream_t waiting on
-// an event (the host never waits).
+// CUDA memory the schedule's own stream, and "waiting" for a gather is the
+// caller's cudaStream_t waiting on an event (the host never waits).
 //
 // Full parameters live in weft's pool (ShardGroup::Unshard; read them with
 // FullParam), or in memory the framework hands over through FullBuffers
