@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -60,7 +61,17 @@ std::vector<TensorRef> Refs(ShardGroup& g, std::vector<float>& flat) {
   return refs;
 }
 
-void Step(Model& m, ShardSchedule* s, int rank) {
+// The two models' gradient shards, bit for bit.
+void ExpectSameGrads(const Model& a, const Model& b) {
+  for (size_t i = 0; i < a.groups.size(); ++i) {
+    EXPECT_EQ(std::memcmp(a.groups[i]->grads().data(), b.groups[i]->grads().data(),
+                          a.groups[i]->grads().size() * sizeof(float)), 0) << "group " << i;
+  }
+}
+
+// One step, scheduled by s or (s null) unscheduled; `between` runs after
+// the forward, to look at what the schedule holds there.
+void Step(Model& m, ShardSchedule* s, int rank, const std::function<void()>& between = nullptr) {
   std::vector<std::vector<float>> keep;
   if (s != nullptr) {
     ASSERT_TRUE(s->BeginStep().ok());
@@ -71,6 +82,7 @@ void Step(Model& m, ShardSchedule* s, int rank) {
       ASSERT_TRUE(s->PostForward(g.get()).ok());
     }
   }
+  if (between) between();
   for (int i = static_cast<int>(m.groups.size()) - 1; i >= 0; --i) {
     ShardGroup& g = *m.groups[i];
     if (s != nullptr) {
@@ -104,9 +116,8 @@ TEST(ShardSchedule, ZeroThreeMatchesUnscheduledAndHoldsTwoGroups) {
       }
     }
     EXPECT_EQ(s.order().size(), kGroups.size());
+    ExpectSameGrads(a, b);
     for (size_t i = 0; i < kGroups.size(); ++i) {
-      EXPECT_EQ(std::memcmp(a.groups[i]->grads().data(), b.groups[i]->grads().data(),
-                            a.groups[i]->grads().size() * sizeof(float)), 0) << "group " << i;
       EXPECT_FALSE(a.groups[i]->unsharded());
     }
     EXPECT_EQ(pool.stats().live_bytes, 0u);
@@ -181,27 +192,13 @@ TEST(ShardSchedule, ZeroTwoGroupCanReshardAfterForward) {
     ShardSchedule s(&stream, /*reshard_after_forward=*/false);
     ShardGroup* g = m.groups[1].get();
     ASSERT_TRUE(s.SetReshardAfterForward(g, true).ok());
-    ASSERT_TRUE(s.BeginStep().ok());
-    for (auto& group : m.groups) {
-      ASSERT_TRUE(s.PreForward(group.get()).ok());
-      ASSERT_TRUE(s.PostForward(group.get()).ok());
-    }
-    EXPECT_FALSE(g->unsharded()) << "released after its forward";
-    EXPECT_TRUE(m.groups[0]->unsharded()) << "the others stay (ZeRO-2)";
-    std::vector<std::vector<float>> keep;
-    for (int i = static_cast<int>(m.groups.size()) - 1; i >= 0; --i) {
-      ShardGroup& x = *m.groups[i];
-      ASSERT_TRUE(s.PreBackward(&x).ok());
-      keep.push_back(Grads(x, c.rank()));
-      ASSERT_TRUE(s.PostBackward(&x, Refs(x, keep.back())).ok());
-    }
-    ASSERT_TRUE(s.EndStep().ok());
+    Step(m, &s, c.rank(), [&] {
+      EXPECT_FALSE(g->unsharded()) << "released after its forward";
+      EXPECT_TRUE(m.groups[0]->unsharded()) << "the others stay (ZeRO-2)";
+    });
     EXPECT_TRUE(g->unsharded()) << "gathered for its backward and kept like the others";
     Step(ref, nullptr, c.rank());
-    for (size_t i = 0; i < kGroups.size(); ++i) {
-      EXPECT_EQ(std::memcmp(m.groups[i]->grads().data(), ref.groups[i]->grads().data(),
-                            m.groups[i]->grads().size() * sizeof(float)), 0) << "group " << i;
-    }
+    ExpectSameGrads(m, ref);
   });
 }
 
@@ -260,10 +257,7 @@ TEST(ShardSchedule, KeptGroupIsNotGatheredAgainForItsBackward) {
       EXPECT_LE(s.max_gathered(), 3) << "the root beside the two in use";
       EXPECT_EQ(s.gathered(), 0);
     }
-    for (size_t i = 0; i < kGroups.size(); ++i) {
-      EXPECT_EQ(std::memcmp(a.groups[i]->grads().data(), b.groups[i]->grads().data(),
-                            a.groups[i]->grads().size() * sizeof(float)), 0) << "group " << i;
-    }
+    ExpectSameGrads(a, b);
     // Rank 0 holds element 0 of the root's first parameter (flat layout).
     ASSERT_TRUE(s.BeginStep().ok());
     ASSERT_TRUE(s.PreForward(root).ok());
