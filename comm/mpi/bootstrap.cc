@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "core/env.h"
@@ -104,6 +105,18 @@ bool Launched() {
   // An sbatch script also sees SLURM_PROCID and SLURM_NTASKS; only a task of
   // a job step (srun) has SLURM_STEP_NUM_TASKS.
   return EnvSet("SLURM_PROCID") && EnvInt("SLURM_STEP_NUM_TASKS") > 1;
+}
+
+bool Oversubscribed() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
+                           "SLURM_NTASKS_PER_NODE"}) {
+    const char* v = std::getenv(name);
+    int local = 0;
+    if (v != nullptr && absl::SimpleAtoi(v, &local) && local > 0) {
+      return static_cast<unsigned>(local) > std::thread::hardware_concurrency();
+    }
+  }
+  return true;
 }
 
 bool NeedsCallLock() { return g_needs_lock.load(std::memory_order_acquire); }

@@ -34,6 +34,11 @@ absl::Status EnsureInitialized();
 // initialises MPI, so it is safe to ask before deciding on a backend.
 bool Launched();
 
+// More ranks of the job on this node than cores? Judged from the launcher's
+// count of local ranks (every MPI launcher sets one of these); unknown
+// counts as oversubscribed, the safe side. Polling loops then yield at once.
+bool Oversubscribed();
+
 // True once EnsureInitialized has succeeded and MPI is not yet finalised, and
 // MPI runs below MPI_THREAD_MULTIPLE (an application that initialised MPI
 // itself with less): weft then serialises its own MPI calls with

@@ -1,11 +1,8 @@
 #include "comm/mpi/comm.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <thread>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "comm/mpi/bootstrap.h"
 #include "comm/registry.h"
 #include "core/env.h"
@@ -14,24 +11,6 @@
 namespace weft {
 namespace mpi {
 namespace {
-
-// Segments past this would overflow MPI's int counts (and any cache).
-constexpr size_t kMaxSegmentBytes = size_t{1} << 30;
-
-// More ranks of the job on this node than cores? Judged from the launcher's
-// count of local ranks (every MPI launcher sets one of these); unknown
-// counts as oversubscribed, the safe side.
-bool Oversubscribed() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
-                           "SLURM_NTASKS_PER_NODE"}) {
-    const char* v = std::getenv(name);
-    int local = 0;
-    if (v != nullptr && absl::SimpleAtoi(v, &local) && local > 0) {
-      return static_cast<unsigned>(local) > std::thread::hardware_concurrency();
-    }
-  }
-  return true;
-}
 
 // Wraps a new MPI communicator (taking ownership) after making MPI report
 // its errors to weft instead of aborting the job.
@@ -55,13 +34,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Wrap(MPI_Comm comm, const CommOpti
 }  // namespace
 
 MpiComm::MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const CommOptions& options)
-    : Communicator(rank, size, options), comm_(comm),
-      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning_.spin) {}
+    : P2pComm(rank, size, options, p2p::Tuning{}), comm_(comm),
+      spin_(oversubscribed ? std::chrono::microseconds(0) : mpi_tuning_.spin) {}
 
 MpiComm::~MpiComm() {
-  // After a failure, pending sends may still read the scratch (MPI cannot
-  // cancel them): leak it rather than let MPI read freed memory.
-  if (!broken_.ok()) static_cast<void>(scratch_.release());
+  // After a failure pending sends may still read the scratch (MPI cannot
+  // cancel them): P2pComm leaks it rather than let MPI read freed memory.
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;  // MPI freed every communicator itself
@@ -70,37 +48,9 @@ MpiComm::~MpiComm() {
 }
 
 absl::Status MpiComm::AttachSharedMemory() {
-  const size_t round = options().segment_bytes != 0 ? SegmentBytes() : tuning_.shm_round_bytes;
+  const size_t round = options().segment_bytes != 0 ? SegmentBytes() : mpi_tuning_.shm_round_bytes;
   ASSIGN_OR_RETURN(shm_, NodeShm::Create(comm_, rank(), size(), round, Wait()));
   return absl::OkStatus();
-}
-
-absl::Status MpiComm::Settle(absl::Status s) {
-  if (!s.ok()) broken_ = s;
-  return s;
-}
-
-absl::Status MpiComm::Usable() const {
-  if (broken_.ok()) return absl::OkStatus();
-  return InvalidUsage("rank %d: this communicator is unusable after an earlier failure (%s); destroy it",
-                      rank(), broken_.message());
-}
-
-absl::Status MpiComm::Run(Schedule& s, int window) {
-  return Settle(RunPipeline(s, window, Wait()));
-}
-
-void* MpiComm::Scratch(size_t bytes) {
-  if (bytes > scratch_bytes_) {
-    scratch_.reset(new unsigned char[bytes]);
-    scratch_bytes_ = bytes;
-  }
-  return scratch_.get();
-}
-
-size_t MpiComm::SegmentBytes() const {
-  const size_t s = options().segment_bytes;
-  return s == 0 ? tuning_.segment_bytes : std::min(s, kMaxSegmentBytes);
 }
 
 absl::Status MpiComm::DoBarrier() {

@@ -3,7 +3,9 @@
 // The world communicator is a duplicate of MPI_COMM_WORLD (weft's traffic
 // never mixes with the application's), a split is MPI_Comm_split of its
 // parent, and each MpiComm owns and frees its MPI_Comm. Collectives are not
-// MPI's own: they are schedules for the polling engine (pipeline.h), so that
+// MPI's own: on one node they are shared-memory rounds (shm.h), elsewhere the
+// shared point-to-point schedules (comm/p2p) on the polling engine
+// (pipeline.h), so that
 //   - floating-point results are bit-identical on every rank: each chunk of
 //     a reduction is combined on one rank in one fixed order, then copied;
 //   - float16/bfloat16 are reduced in float32 and rounded once (core/reduce.h);
@@ -25,21 +27,15 @@
 #include <memory>
 
 #include "comm/communicator.h"
+#include "comm/p2p/comm.h"
 #include "comm/mpi/pipeline.h"
 #include "comm/mpi/shm.h"
 
 namespace weft {
 namespace mpi {
 
-// Tuning of the collectives; defaults suit a few ranks on one node.
+// What MPI adds to the point-to-point tuning (p2p::Tuning).
 struct Tuning {
-  // Pipelining segment (CommOptions::segment_bytes overrides).
-  size_t segment_bytes = 256 << 10;
-  // Lanes (segments) in flight per collective.
-  int window = 4;
-  // Messages of at most this many bytes per rank go straight to every peer
-  // in one step (latency bound) instead of round the ring (bandwidth bound).
-  size_t direct_bytes = 16 << 10;
   // Polling without yielding when each rank on this node has a core.
   std::chrono::microseconds spin{200};
   // Shared-memory rounds (shm.h), when every rank is on one node
@@ -47,7 +43,7 @@ struct Tuning {
   size_t shm_round_bytes = 256 << 10;
 };
 
-class MpiComm final : public Communicator {
+class MpiComm final : public p2p::P2pComm {
  public:
   // Takes ownership of `comm` (freed in the destructor).
   // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
@@ -60,6 +56,7 @@ class MpiComm final : public Communicator {
   Backend backend() const override { return Backend::kMpi; }
 
  protected:
+  // On one node the shared-memory rounds, elsewhere P2pComm's collectives.
   absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
                            void* stream) override;
   absl::Status DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
@@ -79,29 +76,12 @@ class MpiComm final : public Communicator {
 
  private:
   WaitSpec Wait() const { return {comm_, rank(), options().timeout_ms, this, spin_}; }
-  // OK, or why this communicator can no longer run collectives.
-  absl::Status Usable() const;
-  // Runs a schedule, through Settle.
-  absl::Status Run(Schedule& s, int window);
-  // A collective's status, passed through; a failure breaks the communicator
-  // (its peers may be anywhere in the collective).
-  absl::Status Settle(absl::Status s);
-  // Scratch of at least `bytes` (new[]-aligned), reused across calls.
-  void* Scratch(size_t bytes);
-  size_t SegmentBytes() const;
-  // Messages up to this size go direct; a segment setting below
-  // Tuning::direct_bytes lowers it too (a message is pipelined once it
-  // spans several segments), which is also how tests reach the ring with
-  // small counts.
-  size_t DirectBytes() const { return std::min(tuning_.direct_bytes, SegmentBytes()); }
+  absl::Status RunSchedule(Schedule& s, int window) override { return RunPipeline(s, window, Wait()); }
 
   MPI_Comm comm_;
-  Tuning tuning_;
+  Tuning mpi_tuning_;
   std::chrono::microseconds spin_;
-  absl::Status broken_;  // set once, by the collective that failed
   std::unique_ptr<NodeShm> shm_;  // null: point-to-point only
-  std::unique_ptr<unsigned char[]> scratch_;
-  size_t scratch_bytes_ = 0;
 };
 
 // The world communicator: MPI_COMM_WORLD duplicated (initialising MPI first

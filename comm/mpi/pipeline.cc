@@ -1,7 +1,5 @@
 #include "comm/mpi/pipeline.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <string>
 #include <thread>
@@ -14,14 +12,6 @@
 namespace weft {
 namespace mpi {
 namespace {
-
-// Polls before the first yield even when ranks share cores: a reply often
-// comes within a few microseconds, and yielding costs about as much.
-constexpr int kSpins = 64;
-// After this long without progress the peer is busy elsewhere (computing,
-// or late); sleeping frees the core instead of spinning on sched_yield.
-constexpr auto kYieldPhase = std::chrono::milliseconds(5);
-constexpr auto kSleep = std::chrono::microseconds(50);
 
 // Releases the point-to-point requests still pending after a failure
 // (receives at even indices, sends at odd ones). Receives are cancelled so no
@@ -42,31 +32,6 @@ absl::Status CheckMpi(int rc, const char* call, int peer) {
   if (rc == MPI_SUCCESS) return absl::OkStatus();
   if (peer >= 0) return SystemError("%s (peer rank %d) failed: %s", call, peer, ErrorString(rc));
   return SystemError("%s failed: %s", call, ErrorString(rc));
-}
-
-Backoff::Backoff(const WaitSpec& w) : w_(w), last_progress_(std::chrono::steady_clock::now()) {}
-
-void Backoff::Progress() {
-  idle_ = 0;
-  last_progress_ = std::chrono::steady_clock::now();
-}
-
-absl::Status Backoff::Idle() {
-  if (w_.owner != nullptr && w_.owner->aborted()) {
-    return Aborted("rank %d: the communicator was aborted while waiting", w_.rank);
-  }
-  if (++idle_ <= kSpins) return absl::OkStatus();
-  const auto waited = std::chrono::steady_clock::now() - last_progress_;
-  if (waited < w_.spin) return absl::OkStatus();
-  if (waited >= std::chrono::milliseconds(w_.timeout_ms)) {
-    return Timeout("rank %d waited %d ms without progress", w_.rank, w_.timeout_ms);
-  }
-  if (waited < kYieldPhase) {
-    sched_yield();
-  } else {
-    std::this_thread::sleep_for(kSleep);
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<int> Poller::Some(int n, MPI_Request* reqs, int* done) {
@@ -146,35 +111,24 @@ class Runner {
   // Posts (lane, step) in `slot`, running through steps that move nothing;
   // when the lane is done, starts the slot's next lane.
   absl::Status Advance(int slot, size_t lane, int step) {
-    for (;;) {
-      if (step == steps_) {
-        --active_;
-        const size_t next = lane + static_cast<size_t>(window_);
-        if (next >= lanes_) return absl::OkStatus();
-        ++active_;
-        lane = next;
-        step = 0;
-      }
-      const Transfer t = s_.Post(lane, slot, step);
-      if (t.from < 0 && t.to < 0) {
-        s_.Complete(lane, slot, step);
-        ++step;
-        continue;
-      }
-      Slot& sl = slots_[slot];
-      sl = {lane, step, true, t.from, t.to};
-      CallLock lock;
-      // The receive goes first so a rendezvous send from the peer matches at once.
-      if (t.from >= 0) {
-        RETURN_IF_ERROR(CheckMpi(MPI_Irecv(t.recv, static_cast<int>(t.recv_bytes), MPI_BYTE, t.from, t.tag, w_.comm,
-                                           &reqs_[2 * slot]), "MPI_Irecv", t.from));
-      }
-      if (t.to >= 0) {
-        RETURN_IF_ERROR(CheckMpi(MPI_Isend(t.send, static_cast<int>(t.send_bytes), MPI_BYTE, t.to, t.tag, w_.comm,
-                                           &reqs_[2 * slot + 1]), "MPI_Isend", t.to));
-      }
+    Transfer t;
+    if (!p2p::NextTransfer(s_, static_cast<size_t>(window_), slot, &lane, &step, &t)) {
+      --active_;
       return absl::OkStatus();
     }
+    Slot& sl = slots_[slot];
+    sl = {lane, step, true, t.from, t.to};
+    CallLock lock;
+    // The receive goes first so a rendezvous send from the peer matches at once.
+    if (t.from >= 0) {
+      RETURN_IF_ERROR(CheckMpi(MPI_Irecv(t.recv, static_cast<int>(t.recv_bytes), MPI_BYTE, t.from, t.tag, w_.comm,
+                                         &reqs_[2 * slot]), "MPI_Irecv", t.from));
+    }
+    if (t.to >= 0) {
+      RETURN_IF_ERROR(CheckMpi(MPI_Isend(t.send, static_cast<int>(t.send_bytes), MPI_BYTE, t.to, t.tag, w_.comm,
+                                         &reqs_[2 * slot + 1]), "MPI_Isend", t.to));
+    }
+    return absl::OkStatus();
   }
 
   // A timeout names the peers this rank was waiting on.

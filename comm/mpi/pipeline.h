@@ -1,27 +1,16 @@
-// The MPI backend's engine: point-to-point transfers driven by one polling
-// loop that yields when idle and never waits forever.
+// The MPI backend's engine: runs a point-to-point Schedule
+// (comm/p2p/schedule.h) with MPI_Isend/MPI_Irecv, driven by one polling loop
+// that yields when idle and never waits forever.
 //
-// A collective is written as a Schedule: `lanes` independent walks of
-// `steps` steps each. At every step a lane posts at most one send and one
-// receive (a Transfer); when both are done the schedule's Complete hook runs
-// (reduce what arrived, say) and the lane moves to its next step. Up to
-// `window` lanes are in flight at once, which is what pipelines a large
-// message: in the ring all-reduce a lane is one segment of every rank's
-// chunk, so one segment is being reduced while the next is on the wire, and
-// the data a step touches stays in cache.
-//
-//   RingSchedule ring(...);                      // collectives.cc
+//   p2p::RingSchedule ring(...);                 // p2p/collectives.cc
 //   RETURN_IF_ERROR(RunPipeline(ring, 4, wait));
 //
-// Lane `l` runs in slot `l % window` and starts when lane `l - window` has
-// finished. A schedule may tag its transfers with the slot: messages between
-// two ranks with one tag are then posted in the same order on both sides,
-// which is all MPI's non-overtaking rule needs to match them.
-//
-// The loop polls MPI_Testsome: spins (WaitSpec::spin), then sched_yield, then
-// short sleeps, so several ranks sharing a core still make progress. It returns
-// Timeout after `timeout_ms` without any progress and Aborted as soon as the
-// owning communicator is aborted, cancelling its receives first.
+// Transfers between two ranks with one tag are matched by MPI's
+// non-overtaking rule. The loop polls MPI_Testsome with p2p::Backoff (spin,
+// then sched_yield, then short sleeps), so several ranks sharing a core still
+// make progress. It returns Timeout after `timeout_ms` without any progress
+// and Aborted as soon as the owning communicator is aborted, cancelling its
+// receives first.
 #ifndef WEFT_COMM_MPI_PIPELINE_H_
 #define WEFT_COMM_MPI_PIPELINE_H_
 
@@ -33,59 +22,25 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "comm/p2p/backoff.h"
+#include "comm/p2p/schedule.h"
 
 namespace weft {
 namespace mpi {
 
-// One lane's traffic at one step. `to` / `from` < 0: no send / no receive.
-struct Transfer {
-  const void* send = nullptr;
-  size_t send_bytes = 0;
-  int to = -1;
-  void* recv = nullptr;
-  size_t recv_bytes = 0;
-  int from = -1;
-  int tag = 0;
-};
+// The shared schedules' types (comm/p2p/schedule.h) under their old names.
+using p2p::Schedule;
+using p2p::Transfer;
+using p2p::Backoff;
 
-class Schedule {
- public:
-  virtual ~Schedule() = default;
-  virtual size_t lanes() const = 0;
-  virtual int steps() const = 0;
-  // The transfers of `lane` at `step`; `slot` (lane % window) picks scratch.
-  // May compute (e.g. widen the data it is about to send).
-  virtual Transfer Post(size_t lane, int slot, int step) = 0;
-  // Both transfers of (lane, step) have completed.
-  virtual void Complete(size_t lane, int slot, int step) = 0;
-};
-
-// Who waits, and for how long.
+// Who waits, and for how long: p2p::Patience plus the MPI communicator.
 struct WaitSpec {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int timeout_ms = 0;
   const Communicator* owner = nullptr;  // checked for aborted(); may be null
-  // How long to poll without yielding. When every local rank has a core of
-  // its own, yielding only adds latency (and on a loaded machine hands the
-  // core to someone else for a whole time slice); when ranks share cores,
-  // the peer we wait for may need ours, so spin only briefly.
-  std::chrono::microseconds spin{0};
-};
-
-// How a polling loop waits: spin, then sched_yield, then short sleeps, with
-// timeout and abort checks. Call Idle() after each poll that found nothing
-// and Progress() after each that found something.
-class Backoff {
- public:
-  explicit Backoff(const WaitSpec& w);
-  absl::Status Idle();
-  void Progress();
-
- private:
-  WaitSpec w_;
-  int idle_ = 0;
-  std::chrono::steady_clock::time_point last_progress_;
+  std::chrono::microseconds spin{0};    // p2p::Patience::spin
+  operator p2p::Patience() const { return {rank, timeout_ms, owner, spin}; }  // NOLINT: a Backoff from a WaitSpec
 };
 
 // Polls requests with backoff, timeout and abort checks.

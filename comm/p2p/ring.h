@@ -1,5 +1,5 @@
-// The bandwidth-bound schedules of the MPI backend: a segmented ring for
-// reductions and gathers, a segmented chain for broadcast.
+// The bandwidth-bound schedules of the point-to-point backends (MPI, UCX): a
+// segmented ring for reductions and gathers, a segmented chain for broadcast.
 //
 // Ring, over N ranks: one chunk per rank, many segments per chunk. Chunk c
 // is rank c's share of the buffer; lane j is segment j of every chunk (so a
@@ -17,18 +17,18 @@
 // element type (integer sum/prod/max/min wrap identically in either).
 //
 //   RingSchedule ring(RingSchedule::Args{...});
-//   RETURN_IF_ERROR(RunPipeline(ring, window, wait));
-#ifndef WEFT_COMM_MPI_RING_H_
-#define WEFT_COMM_MPI_RING_H_
+//   RETURN_IF_ERROR(engine.Run(ring, window));   // collectives.h
+#ifndef WEFT_COMM_P2P_RING_H_
+#define WEFT_COMM_P2P_RING_H_
 
 #include <cstddef>
 #include <functional>
 
-#include "comm/mpi/pipeline.h"
+#include "comm/p2p/schedule.h"
 #include "core/dtype.h"
 
 namespace weft {
-namespace mpi {
+namespace p2p {
 
 class RingSchedule final : public Schedule {
  public:
@@ -93,7 +93,7 @@ class ChainSchedule final : public Schedule {
   int pos_, size_, prev_, next_;
 };
 
-}  // namespace mpi
+}  // namespace p2p
 }  // namespace weft
 
-#endif  // WEFT_COMM_MPI_RING_H_
+#endif  // WEFT_COMM_P2P_RING_H_

@@ -1,4 +1,4 @@
-#include "comm/mpi/ring.h"
+#include "comm/p2p/ring.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include "core/reduce.h"
 
 namespace weft {
-namespace mpi {
+namespace p2p {
 namespace {
 
 // Segments are whole multiples of this many elements, so every slot buffer
@@ -174,5 +174,5 @@ Transfer ChainSchedule::Post(size_t lane, int slot, int step) {
   return x;
 }
 
-}  // namespace mpi
+}  // namespace p2p
 }  // namespace weft
