@@ -96,7 +96,7 @@ typedef enum {
   weftBackendInProcess = 1, /* ranks are threads of this process */
   weftBackendMpi = 2,       /* host memory over MPI */
   weftBackendNccl = 3,      /* CUDA memory over NCCL */
-  weftBackendUcx = 4,       /* host memory over UCX (reserved; not built yet) */
+  weftBackendUcx = 4,       /* host memory over UCX; mpirun/srun launch, MPI bootstraps */
   weftNumBackends = 5
 } weftBackend_t;
 
@@ -144,7 +144,8 @@ const char* weftGetLastError(void);
 /* Creates the world communicator. Collective: every process of the job calls
  * it. Under mpirun or srun (backend auto or MPI) it spans MPI_COMM_WORLD; MPI
  * is initialised if the application has not done so, and then finalised by
- * weft at process exit. The NCCL backend bootstraps its unique id over MPI.
+ * weft at process exit. The NCCL backend bootstraps its unique id over MPI,
+ * the UCX backend its workers' addresses (so UCX also needs a launcher).
  * Outside a launcher, auto and in-process give a one-rank communicator.
  * For CUDA memory the device chosen (config cuda_device, or the local rank
  * modulo the node's device count) is left current on the calling thread, as

@@ -1,10 +1,12 @@
 // The C ABI over MPI, through libweft.so and weft.h alone: weftCommInitWorld
 // with backend auto picks MPI under mpiexec, and the entry points behave as
 // weft.h says (results, errors naming the argument, split, host streams,
-// timeouts).
+// timeouts). With WEFT_TEST_BACKEND=ucx the same entry points run on the UCX
+// backend (config backend weftBackendUcx).
 #include <mpi.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,10 +16,18 @@
 
 namespace {
 
+// The default config, with the backend WEFT_TEST_BACKEND names (auto if none).
+weftConfig_t TestConfig() {
+  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  const char* b = std::getenv("WEFT_TEST_BACKEND");
+  if (b != nullptr && std::string(b) == "ucx") cfg.backend = weftBackendUcx;
+  return cfg;
+}
+
 struct World {
   weftComm_t comm = nullptr;
   int rank = -1, size = 0;
-  explicit World(weftConfig_t cfg = WEFT_CONFIG_INITIALIZER) {
+  explicit World(weftConfig_t cfg = TestConfig()) {
     EXPECT_EQ(weftCommInitWorld(&comm, &cfg), weftSuccess) << weftGetLastError();
     if (comm != nullptr) {
       weftCommUserRank(comm, &rank);
@@ -124,7 +134,7 @@ TEST(MpiCApi, SplitAndHostStreams) {
 }
 
 TEST(MpiCApi, LoneCollectiveTimesOut) {
-  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  weftConfig_t cfg = TestConfig();
   cfg.timeout_ms = 300;
   World w(cfg);
   ASSERT_NE(w.comm, nullptr);

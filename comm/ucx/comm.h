@@ -1,0 +1,57 @@
+// The UCX backend: host memory over UCP tag messages, for jobs launched by
+// mpirun/srun (MPI only bootstraps: it exchanges the workers' addresses).
+//
+// Collectives are P2pComm's (comm/p2p): the direct, ring and chain schedules,
+// with the MPI backend's guarantees: bit-identical results on every rank,
+// float16/bfloat16 reduced in float32 and rounded once, cache-sized
+// segments in flight, a Timeout after options().timeout_ms without
+// progress, Abort() ending a wait at once, and a communicator that refuses
+// further collectives after a failure. The bytes move on whatever UCX
+// picks (shared memory and CMA on one node, TCP or RDMA between nodes;
+// UCX_TLS chooses), which is how a cluster whose MPI was built without UCX
+// still gets its RDMA network.
+//
+// Every UCX communicator of a process shares the process's worker
+// (bootstrap.h); a communicator is an id in the message tags plus its
+// ranks' processes, so destroying one is local and a split needs no MPI.
+//
+//   ASSIGN_OR_RETURN(auto world, InitWorld(Backend::kUcx, options));  // under mpirun
+#ifndef WEFT_COMM_UCX_COMM_H_
+#define WEFT_COMM_UCX_COMM_H_
+
+#include <chrono>
+#include <memory>
+
+#include "comm/communicator.h"
+#include "comm/p2p/comm.h"
+#include "comm/ucx/pipeline.h"
+
+namespace weft {
+namespace ucx {
+
+class UcxComm final : public p2p::P2pComm {
+ public:
+  // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
+  UcxComm(Link link, int size, bool oversubscribed, const CommOptions& options);
+  Backend backend() const override { return Backend::kUcx; }
+  uint32_t id() const { return link_.id; }
+
+ protected:
+  absl::Status DoBarrier() override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
+
+ private:
+  absl::Status RunSchedule(p2p::Schedule& s, int window) override;
+
+  const Link link_;
+  const std::chrono::microseconds spin_;
+};
+
+// The world communicator: every process of MPI_COMM_WORLD (initialising MPI
+// first if nobody has). Collective over the job.
+absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& options);
+
+}  // namespace ucx
+}  // namespace weft
+
+#endif  // WEFT_COMM_UCX_COMM_H_

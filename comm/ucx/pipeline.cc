@@ -1,0 +1,181 @@
+#include "comm/ucx/pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace weft {
+namespace ucx {
+namespace {
+
+constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
+
+ucp_tag_t MakeTag(uint32_t id, int sender, int tag) {
+  return (ucp_tag_t{id} << (kRankBits + kTagBits)) | (ucp_tag_t(static_cast<uint32_t>(sender)) << kTagBits) |
+         ucp_tag_t(static_cast<uint32_t>(tag) & ((1u << kTagBits) - 1));
+}
+
+struct Slot {
+  size_t lane = 0;
+  int step = 0;
+  bool busy = false;
+  int from = -1, to = -1;
+  void* recv = nullptr;  // UCP requests in flight (null: done or none)
+  void* send = nullptr;
+};
+
+class Runner {
+ public:
+  Runner(p2p::Schedule& s, int window, const Link& link, const p2p::Patience& p)
+      : s_(s), link_(link), lanes_(s.lanes()), steps_(s.steps()),
+        window_(static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(window, 1)), lanes_))),
+        slots_(static_cast<size_t>(window_)), backoff_(p) {}
+
+  absl::Status Run() {
+    if (lanes_ == 0 || steps_ == 0) return absl::OkStatus();
+    absl::Status s = Loop();
+    if (!s.ok()) Abandon();
+    return s;
+  }
+
+ private:
+  absl::Status Loop() {
+    for (int i = 0; i < window_; ++i) {
+      ++active_;
+      RETURN_IF_ERROR(Advance(i, static_cast<size_t>(i), 0));
+    }
+    while (active_ > 0) {
+      done_.clear();
+      {
+        Node::Lock lock(*link_.node);
+        ucp_worker_progress(link_.node->worker());
+        for (size_t i = 0; i < slots_.size(); ++i) {
+          Slot& sl = slots_[i];
+          if (!sl.busy) continue;
+          RETURN_IF_ERROR(Reap(&sl.recv, "receive from", sl.from));
+          RETURN_IF_ERROR(Reap(&sl.send, "send to", sl.to));
+          if (sl.recv == nullptr && sl.send == nullptr) done_.push_back(static_cast<int>(i));
+        }
+      }
+      // Completing a step (reducing what arrived) runs outside the lock.
+      for (int i : done_) {
+        Slot& sl = slots_[static_cast<size_t>(i)];
+        sl.busy = false;
+        s_.Complete(sl.lane, i, sl.step);
+        RETURN_IF_ERROR(Advance(i, sl.lane, sl.step + 1));
+      }
+      if (!done_.empty()) {
+        backoff_.Progress();
+      } else {
+        absl::Status idle = backoff_.Idle();
+        if (!idle.ok()) return Describe(idle);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // A finished request is freed and its slot cleared; a failed one is an error.
+  absl::Status Reap(void** req, const char* what, int peer) {
+    if (*req == nullptr) return absl::OkStatus();
+    const ucs_status_t st = ucp_request_check_status(*req);
+    if (st == UCS_INPROGRESS) return absl::OkStatus();
+    ucp_request_free(*req);
+    *req = nullptr;
+    if (st == UCS_OK) return absl::OkStatus();
+    if (st == UCS_ERR_MESSAGE_TRUNCATED) {
+      return InvalidUsage("rank %d: a message from rank %d was longer than expected: did every rank issue the same "
+                          "collectives with the same counts and types in the same order?", link_.rank, peer);
+    }
+    return SystemError("rank %d: UCX %s rank %d failed: %s", link_.rank, what, peer, ucs_status_string(st));
+  }
+
+  // Posts (lane, step) in `slot`, running through steps that move nothing;
+  // when the lane is done, starts the slot's next lane.
+  absl::Status Advance(int slot, size_t lane, int step) {
+    p2p::Transfer t;
+    if (!p2p::NextTransfer(s_, static_cast<size_t>(window_), slot, &lane, &step, &t)) {
+      --active_;
+      return absl::OkStatus();
+    }
+    Slot& sl = slots_[static_cast<size_t>(slot)];
+    sl.lane = lane;
+    sl.step = step;
+    sl.busy = true;
+    sl.from = t.from;
+    sl.to = t.to;
+    Node::Lock lock(*link_.node);
+    ucp_request_param_t param;
+    std::memset(&param, 0, sizeof(param));
+    // The receive goes first so the peer's message matches it at once.
+    if (t.from >= 0) {
+      ucs_status_ptr_t r = ucp_tag_recv_nbx(link_.node->worker(), t.recv, t.recv_bytes,
+                                            MakeTag(link_.id, t.from, t.tag), kFullMask, &param);
+      if (UCS_PTR_IS_ERR(r)) return Posting("ucp_tag_recv_nbx from", t.from, UCS_PTR_STATUS(r));
+      sl.recv = r;
+    }
+    if (t.to >= 0) {
+      ASSIGN_OR_RETURN(ucp_ep_h ep, link_.node->Endpoint(link_.world_ranks[static_cast<size_t>(t.to)]));
+      ucs_status_ptr_t r = ucp_tag_send_nbx(ep, t.send, t.send_bytes, MakeTag(link_.id, link_.rank, t.tag), &param);
+      if (UCS_PTR_IS_ERR(r)) return Posting("ucp_tag_send_nbx to", t.to, UCS_PTR_STATUS(r));
+      sl.send = r;  // null: completed at once (the data was copied out)
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Posting(const char* call, int peer, ucs_status_t st) const {
+    return SystemError("rank %d: %s rank %d failed: %s", link_.rank, call, peer, ucs_status_string(st));
+  }
+
+  // A timeout names the peers this rank was waiting on.
+  absl::Status Describe(const absl::Status& s) const {
+    if (!absl::IsDeadlineExceeded(s)) return s;
+    std::string from, to;
+    for (const Slot& sl : slots_) {
+      if (sl.recv != nullptr) absl::StrAppend(&from, from.empty() ? "" : ",", sl.from);
+      if (sl.send != nullptr) absl::StrAppend(&to, to.empty() ? "" : ",", sl.to);
+    }
+    return absl::Status(s.code(), absl::StrCat(s.message(), "; still waiting to receive from rank(s) {", from,
+                                               "} and to send to rank(s) {", to, "}: did every rank issue the same "
+                                               "collectives in the same order?"));
+  }
+
+  // After a failure: receives are cancelled so no late message lands in a
+  // buffer; sends cannot be taken back, so their requests are only released
+  // (the buffers they read must outlive them: P2pComm leaks its scratch).
+  void Abandon() {
+    Node::Lock lock(*link_.node);
+    for (Slot& sl : slots_) {
+      if (sl.recv != nullptr) {
+        ucp_request_cancel(link_.node->worker(), sl.recv);
+        ucp_request_free(sl.recv);
+        sl.recv = nullptr;
+      }
+      if (sl.send != nullptr) {
+        ucp_request_free(sl.send);
+        sl.send = nullptr;
+      }
+    }
+  }
+
+  p2p::Schedule& s_;
+  const Link& link_;
+  const size_t lanes_;
+  const int steps_;
+  const int window_;
+  std::vector<Slot> slots_;
+  std::vector<int> done_;  // slots whose step finished in this poll
+  p2p::Backoff backoff_;
+  int active_ = 0;
+};
+
+}  // namespace
+
+absl::Status RunPipeline(p2p::Schedule& s, int window, const Link& link, const p2p::Patience& patience) {
+  return Runner(s, window, link, patience).Run();
+}
+
+}  // namespace ucx
+}  // namespace weft
