@@ -50,6 +50,8 @@ def main():
     ap.add_argument("--check", action="store_true", help="compare with a single-process run")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                     help="cuda: one GPU per rank (the local rank's), gradients averaged over NCCL")
+    ap.add_argument("--backend", default="auto", choices=("auto", "mpi", "ucx"),
+                    help="host memory (--device cpu): auto is MPI under mpirun; ucx moves the bytes over UCX")
     args = ap.parse_args()
 
     if args.device == "cuda":
@@ -57,7 +59,7 @@ def main():
         device = torch.device("cuda", comm.device)
         torch.cuda.set_device(device)
     else:
-        comm, device = weft.init(), torch.device("cpu")
+        comm, device = weft.init(backend=args.backend), torch.device("cpu")
     torch.manual_seed(comm.rank)  # different on each rank: DDP must broadcast rank 0's
     model = ToyModel().to(device)
     ddp = weft.torch.DistributedDataParallel(model, comm=comm)

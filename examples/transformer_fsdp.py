@@ -5,6 +5,7 @@ fully sharded (ZeRO-3) with weft and AdamW.
     mpirun -np 4 --oversubscribe /usr/bin/python3 examples/transformer_fsdp.py
     mpirun -np 4 --oversubscribe /usr/bin/python3 examples/transformer_fsdp.py --check --steps 3 --layers 2
     mpirun -np 8 python3 examples/transformer_fsdp.py --device cuda   # a GPU per rank, NCCL
+    mpirun -np 4 --oversubscribe /usr/bin/python3 examples/transformer_fsdp.py --backend ucx  # host, over UCX
 
 Each transformer block is one shard group (weft gathers it just before its
 forward and backward and reduce-scatters its gradients after); the embedding,
@@ -85,6 +86,8 @@ def main():
                     help="cuda: one GPU per rank (the local rank's), shards and collectives on it over NCCL")
     ap.add_argument("--save", help="after training, rank 0 writes the full model and AdamW state here")
     ap.add_argument("--resume", help="before training, load a checkpoint written by --save (read on rank 0)")
+    ap.add_argument("--backend", default="auto", choices=("auto", "mpi", "ucx"),
+                    help="host memory (--device cpu): auto is MPI under mpirun; ucx moves the bytes over UCX")
     args = ap.parse_args()
     if args.check and args.resume:
         ap.error("--check compares with a fresh single-process run: leave out --resume")
@@ -95,7 +98,7 @@ def main():
         device = torch.device("cuda", comm.device)
         torch.cuda.set_device(device)
     else:
-        comm, device = weft.init(), torch.device("cpu")
+        comm, device = weft.init(backend=args.backend), torch.device("cpu")
     torch.manual_seed(comm.rank)  # different on each rank: FSDP must broadcast rank 0's
     model = Transformer(args.vocab, args.dim, args.heads, args.layers, args.seq).to(device)
     nparams = sum(p.numel() for p in model.parameters())
@@ -117,8 +120,8 @@ def main():
         fsdp.load_full_optim_state_dict(opt, ckpt["optim"])
     held = sum(p.numel() for p in fsdp.parameters())
     if comm.rank == 0:
-        print("transformer: %d parameters, %d ranks, ZeRO-%d; rank 0 holds %d (%.2f of them)" %
-              (nparams, comm.size, args.zero_stage, held, held / nparams))
+        print("transformer: %d parameters, %d ranks over %s, ZeRO-%d; rank 0 holds %d (%.2f of them)" %
+              (nparams, comm.size, comm.backend, args.zero_stage, held, held / nparams))
 
     n = args.batch_per_rank
     for step in range(args.steps):

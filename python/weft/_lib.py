@@ -4,7 +4,8 @@ The library is looked for, in order:
   1. $WEFT_LIBRARY (a path to the .so; when set, nothing else is tried);
   2. next to this package (an installed weft, or a copy dropped beside it);
   3. the install's libdir, recorded by meson install in _install_dir.py;
-  4. a meson build directory of the checkout this file lives in (build*/).
+  4. a meson build directory of the checkout this file lives in (build/, then
+     any other build*/).
 ctypes releases the GIL around every call, so collectives and reducer calls
 made from several Python threads run concurrently.
 """
@@ -35,6 +36,8 @@ def _candidates():
     except ImportError:
         pass
     root = os.path.dirname(os.path.dirname(here))
+    # build/ (the README's) first, then any other build*/ in name order.
+    yield os.path.join(root, "build", "libweft.so.0")
     for path in sorted(glob.glob(os.path.join(root, "build*", "libweft.so.0"))):
         yield path
 
