@@ -100,8 +100,8 @@ def main():
             print("rank %d: parameters differ across ranks" % comm.rank)
             sys.exit(1)
         if comm.rank == 0:
-            print("OK: %d ranks x %d steps match the single-process run (max |diff| %.3g)" %
-                  (comm.size, args.steps, worst))
+            print("OK: %d ranks over %s x %d steps match the single-process run (max |diff| %.3g)" %
+                  (comm.size, comm.backend, args.steps, worst))
 
 
 if __name__ == "__main__":
