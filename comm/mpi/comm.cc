@@ -34,8 +34,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Wrap(MPI_Comm comm, const CommOpti
 }  // namespace
 
 MpiComm::MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const CommOptions& options)
-    : P2pComm(rank, size, options, p2p::Tuning{}), comm_(comm),
-      spin_(oversubscribed ? std::chrono::microseconds(0) : mpi_tuning_.spin) {}
+    : P2pComm(rank, size, options, oversubscribed), comm_(comm) {}
 
 MpiComm::~MpiComm() {
   // After a failure pending sends may still read the scratch (MPI cannot
@@ -47,21 +46,41 @@ MpiComm::~MpiComm() {
   MPI_Comm_free(&comm_);
 }
 
-absl::Status MpiComm::AttachSharedMemory() {
-  const size_t round = options().segment_bytes != 0 ? SegmentBytes() : mpi_tuning_.shm_round_bytes;
-  ASSIGN_OR_RETURN(shm_, NodeShm::Create(comm_, rank(), size(), round, Wait()));
-  return absl::OkStatus();
+WaitSpec MpiComm::MpiWait() const {
+  const p2p::Patience w = Wait();
+  return {comm_, w.rank, w.timeout_ms, w.owner, w.spin};
 }
 
-absl::Status MpiComm::DoBarrier() {
-  RETURN_IF_ERROR(Usable());
-  if (shm_ != nullptr) return Settle(shm_->Barrier(Wait()));
-  MPI_Request req;
-  {
+absl::Status MpiComm::AttachSharedMemory() {
+  p2p::ShmBootstrap b;
+  b.all_on_one_node = [this]() -> absl::StatusOr<bool> {
     CallLock lock;
-    RETURN_IF_ERROR(CheckMpi(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier"));
-  }
-  return Settle(WaitAll(1, &req, Wait(), "MPI_Ibarrier"));
+    MPI_Comm node = MPI_COMM_NULL;
+    RETURN_IF_ERROR(CheckMpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                             "MPI_Comm_split_type"));
+    int node_size = 0;
+    const int rc = MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    RETURN_IF_ERROR(CheckMpi(rc, "MPI_Comm_size"));
+    return node_size == size();
+  };
+  b.broadcast = [this](void* bytes, size_t n) {
+    MPI_Request req;
+    {
+      CallLock lock;
+      RETURN_IF_ERROR(CheckMpi(MPI_Ibcast(bytes, static_cast<int>(n), MPI_BYTE, 0, comm_, &req), "MPI_Ibcast"));
+    }
+    return WaitAll(1, &req, MpiWait(), "MPI_Ibcast");
+  };
+  b.all_min = [this](int* v) {
+    MPI_Request req;
+    {
+      CallLock lock;
+      RETURN_IF_ERROR(CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MIN, comm_, &req), "MPI_Iallreduce"));
+    }
+    return WaitAll(1, &req, MpiWait(), "MPI_Iallreduce");
+  };
+  return P2pComm::AttachSharedMemory(b);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> MpiComm::DoSplit(int color, int key) {

@@ -11,11 +11,18 @@ constexpr size_t kMaxSegmentBytes = size_t{1} << 30;
 
 }  // namespace
 
-P2pComm::P2pComm(int rank, int size, const CommOptions& options, const Tuning& tuning)
-    : Communicator(rank, size, options), tuning_(tuning) {}
+P2pComm::P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning)
+    : Communicator(rank, size, options), tuning_(tuning),
+      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning.spin) {}
 
 P2pComm::~P2pComm() {
   if (broken()) static_cast<void>(scratch_.release());
+}
+
+absl::Status P2pComm::AttachSharedMemory(const ShmBootstrap& bootstrap) {
+  const size_t round = options().segment_bytes != 0 ? SegmentBytes() : tuning_.shm_round_bytes;
+  ASSIGN_OR_RETURN(shm_, NodeShm::Create(rank(), size(), round, bootstrap));
+  return absl::OkStatus();
 }
 
 absl::Status P2pComm::Usable() const {
@@ -48,24 +55,64 @@ Engine P2pComm::MakeEngine() {
           [this](Schedule& s, int window) { return Run(s, window); }};
 }
 
+// Each collective: the shared-memory rounds when there are any and the call
+// moves data between ranks (one rank and empty calls are the schedules'
+// trivial cases), else the point-to-point schedules.
+
 absl::Status P2pComm::DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, void*) {
   RETURN_IF_ERROR(Usable());
+  if (shm_ != nullptr && count > 0) return Settle(shm_->AllReduce(send, recv, count, t, op, Wait()));
   return p2p::AllReduce(MakeEngine(), send, recv, count, t, op);
 }
 
 absl::Status P2pComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op, void*) {
   RETURN_IF_ERROR(Usable());
+  if (shm_ != nullptr && recvcount > 0) return Settle(shm_->ReduceScatter(send, recv, recvcount, t, op, Wait()));
   return p2p::ReduceScatter(MakeEngine(), send, recv, recvcount, t, op);
 }
 
 absl::Status P2pComm::DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void*) {
   RETURN_IF_ERROR(Usable());
+  if (shm_ != nullptr && sendcount > 0) {
+    // The shared-memory rounds leave this rank's own block to the caller.
+    const size_t block = sendcount * ElementSize(t);
+    CopyIfDistinct(static_cast<unsigned char*>(recv) + static_cast<size_t>(rank()) * block, send, block);
+    return Settle(shm_->AllGather(send, recv, sendcount, t, Wait()));
+  }
   return p2p::AllGather(MakeEngine(), send, recv, sendcount, t);
 }
 
 absl::Status P2pComm::DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root, void*) {
   RETURN_IF_ERROR(Usable());
-  return p2p::Broadcast(MakeEngine(), send, recv, count * ElementSize(t), root);
+  const size_t bytes = count * ElementSize(t);
+  if (shm_ != nullptr && bytes > 0) {
+    if (rank() == root) CopyIfDistinct(recv, send, bytes);
+    return Settle(shm_->Broadcast(send, recv, bytes, root, Wait()));
+  }
+  return p2p::Broadcast(MakeEngine(), send, recv, bytes, root);
+}
+
+absl::Status P2pComm::DoBarrier() {
+  RETURN_IF_ERROR(Usable());
+  if (shm_ != nullptr) return Settle(shm_->Barrier(Wait()));
+  return p2p::Barrier(MakeEngine());
+}
+
+absl::Status P2pComm::DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) {
+  RETURN_IF_ERROR(Usable());
+  return Settle(shm_->AllReducePieces(pieces, t, op, Wait()));
+}
+
+absl::StatusOr<size_t> P2pComm::DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
+                                                 RedOp op) {
+  RETURN_IF_ERROR(Usable());
+  if (size() == 1) return offer;
+  if (shm_ == nullptr) return Communicator::DoAllReduceReady(data, reduced, offer, upto, t, op);
+  absl::StatusOr<size_t> agreed = shm_->AllReduceReady(data, reduced, offer, upto, t, op, Wait());
+  // Ranks that disagree all fail at the same point, before any round: the
+  // communicator is still in step. Anything else breaks it.
+  if (!agreed.ok() && !absl::IsFailedPrecondition(agreed.status())) return Settle(agreed.status());
+  return agreed;
 }
 
 }  // namespace p2p

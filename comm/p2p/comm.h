@@ -1,23 +1,27 @@
-// What the point-to-point backends (MPI, UCX) share beyond the schedules:
-// the collectives through comm/p2p/collectives.h, reused scratch, segment
-// sizes, and the rule that a failed collective breaks the communicator.
+// What the point-to-point backends (MPI, UCX) share beyond their wire: the
+// collectives (shared-memory rounds when every rank is on one node, else the
+// schedules of comm/p2p/collectives.h), reused scratch, segment sizes, and
+// the rule that a failed collective breaks the communicator.
 //
 // A backend derives from P2pComm and supplies its transport as RunSchedule
-// (mpi/pipeline.h: MPI_Isend/MPI_Irecv; ucx/pipeline.h: UCP tag messages),
-// plus barrier and split. It may override a collective to take a faster
-// path of its own (MPI's shared-memory rounds on one node) and fall back to
-// P2pComm's.
+// (mpi/pipeline.h: MPI_Isend/MPI_Irecv; ucx/pipeline.h: UCP tag messages)
+// and split, and calls AttachSharedMemory once with its own bootstrap.
 #ifndef WEFT_COMM_P2P_COMM_H_
 #define WEFT_COMM_P2P_COMM_H_
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "comm/p2p/backoff.h"
 #include "comm/p2p/collectives.h"
 #include "comm/p2p/schedule.h"
+#include "comm/p2p/shm.h"
 
 namespace weft {
 namespace p2p {
@@ -31,14 +35,25 @@ struct Tuning {
   // Messages of at most this many bytes per rank go straight to every peer
   // in one step (latency bound) instead of round the ring (bandwidth bound).
   size_t direct_bytes = 16 << 10;
+  // Polling without yielding when each rank on this node has a core.
+  std::chrono::microseconds spin{200};
+  // Shared-memory rounds (shm.h), when every rank is on one node
+  // (CommOptions::segment_bytes overrides, as for the ring).
+  size_t shm_round_bytes = 256 << 10;
 };
 
 class P2pComm : public Communicator {
  public:
-  P2pComm(int rank, int size, const CommOptions& options, const Tuning& tuning);
+  // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
+  P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning = Tuning{});
   ~P2pComm() override;
+  bool shared_memory() const { return shm_ != nullptr; }
 
  protected:
+  // Collective: sets up the shared-memory rounds when every rank is on this
+  // node (and WEFT_SHM allows it). Errors only when the ranks could not agree.
+  absl::Status AttachSharedMemory(const ShmBootstrap& bootstrap);
+
   absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
                            void* stream) override;
   absl::Status DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
@@ -46,6 +61,14 @@ class P2pComm : public Communicator {
   absl::Status DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) override;
   absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                            void* stream) override;
+  absl::Status DoBarrier() override;
+  // On one node the shared-memory rounds stage from and store into pieces.
+  bool ReducesPieces() const override { return shm_ != nullptr; }
+  absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
+  // On one node the ready extents ride on a shared-memory barrier.
+  bool AgreesReadyInCall() const override { return shm_ != nullptr; }
+  absl::StatusOr<size_t> DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
+                                          RedOp op) override;
 
   // The transport: runs `s` to completion with up to `window` lanes in
   // flight. Failures pass through Settle (Run does it).
@@ -69,13 +92,16 @@ class P2pComm : public Communicator {
   // spans several segments), which is also how tests reach the ring with
   // small counts.
   size_t DirectBytes() const { return std::min(tuning_.direct_bytes, SegmentBytes()); }
-  const Tuning& tuning() const { return tuning_; }
+  // How this rank waits: its timeout, abort, and how long to spin.
+  Patience Wait() const { return {rank(), options().timeout_ms, this, spin_}; }
   // This communicator as the shared collectives' engine.
   Engine MakeEngine();
 
  private:
   const Tuning tuning_;
+  const std::chrono::microseconds spin_;
   absl::Status broken_;  // set once, by the collective that failed
+  std::unique_ptr<NodeShm> shm_;  // null: point-to-point only
   std::unique_ptr<unsigned char[]> scratch_;
   size_t scratch_bytes_ = 0;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -15,8 +17,8 @@ namespace weft {
 namespace ucx {
 namespace {
 
-// Polling without yielding when each rank on this node has a core.
-constexpr std::chrono::microseconds kSpin{200};
+// Host name and boot id, padded (p2p::NodeKey).
+constexpr size_t kNodeKeyBytes = 320;
 
 // What each rank contributes to a split.
 struct SplitEntry {
@@ -26,16 +28,27 @@ struct SplitEntry {
 }  // namespace
 
 UcxComm::UcxComm(Link link, int size, bool oversubscribed, const CommOptions& options)
-    : P2pComm(link.rank, size, options, p2p::Tuning{}), link_(std::move(link)),
-      spin_(oversubscribed ? std::chrono::microseconds(0) : kSpin) {}
+    : P2pComm(link.rank, size, options, oversubscribed), link_(std::move(link)), oversubscribed_(oversubscribed) {}
 
-absl::Status UcxComm::RunSchedule(p2p::Schedule& s, int window) {
-  return RunPipeline(s, window, link_, {rank(), options().timeout_ms, this, spin_});
-}
+absl::Status UcxComm::RunSchedule(p2p::Schedule& s, int window) { return RunPipeline(s, window, link_, Wait()); }
 
-absl::Status UcxComm::DoBarrier() {
-  RETURN_IF_ERROR(Usable());
-  return p2p::Barrier(MakeEngine());
+absl::Status UcxComm::AttachSharedMemory() {
+  p2p::ShmBootstrap b;
+  // Every rank's node key, over UCX; all on one node when all match ours.
+  b.all_on_one_node = [this]() -> absl::StatusOr<bool> {
+    char mine[kNodeKeyBytes] = {};
+    const std::string key = p2p::NodeKey();
+    std::memcpy(mine, key.data(), std::min(key.size(), sizeof(mine) - 1));
+    std::vector<char> all(sizeof(mine) * static_cast<size_t>(size()));
+    RETURN_IF_ERROR(p2p::AllGather(MakeEngine(), mine, all.data(), sizeof(mine), DataType::kUint8));
+    for (int q = 0; q < size(); ++q) {
+      if (std::memcmp(all.data() + sizeof(mine) * static_cast<size_t>(q), mine, sizeof(mine)) != 0) return false;
+    }
+    return true;
+  };
+  b.broadcast = [this](void* bytes, size_t n) { return p2p::Broadcast(MakeEngine(), bytes, bytes, n, 0); };
+  b.all_min = [this](int* v) { return p2p::AllReduce(MakeEngine(), v, v, 1, DataType::kInt32, RedOp::kMin); };
+  return P2pComm::AttachSharedMemory(b);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> UcxComm::DoSplit(int color, int key) {
@@ -64,8 +77,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> UcxComm::DoSplit(int color, int ke
   }
   RETURN_IF_ERROR(link_.node->Claim(link.id));
   const int n = static_cast<int>(members.size());
-  return std::unique_ptr<Communicator>(
-      std::make_unique<UcxComm>(std::move(link), n, spin_ == std::chrono::microseconds(0), options()));
+  auto c = std::make_unique<UcxComm>(std::move(link), n, oversubscribed_, options());
+  RETURN_IF_ERROR(c->AttachSharedMemory());
+  return std::unique_ptr<Communicator>(std::move(c));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& in) {
@@ -82,8 +96,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& in) {
   link.world_ranks.resize(static_cast<size_t>(node->world_size()));
   std::iota(link.world_ranks.begin(), link.world_ranks.end(), 0);
   const int size = node->world_size();
-  return std::unique_ptr<Communicator>(std::make_unique<UcxComm>(std::move(link), size, mpi::Oversubscribed(),
-                                                                 options));
+  auto c = std::make_unique<UcxComm>(std::move(link), size, mpi::Oversubscribed(), options);
+  RETURN_IF_ERROR(c->AttachSharedMemory());
+  return std::unique_ptr<Communicator>(std::move(c));
 }
 
 namespace {

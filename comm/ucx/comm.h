@@ -1,8 +1,9 @@
 // The UCX backend: host memory over UCP tag messages, for jobs launched by
 // mpirun/srun (MPI only bootstraps: it exchanges the workers' addresses).
 //
-// Collectives are P2pComm's (comm/p2p): the direct, ring and chain schedules,
-// with the MPI backend's guarantees: bit-identical results on every rank,
+// Collectives are P2pComm's (comm/p2p), as the MPI backend's: shared-memory
+// rounds when every rank is on one node (WEFT_SHM=0 turns them off), else
+// the direct, ring and chain schedules over UCX, with the same guarantees: bit-identical results on every rank,
 // float16/bfloat16 reduced in float32 and rounded once, cache-sized
 // segments in flight, a Timeout after options().timeout_ms without
 // progress, Abort() ending a wait at once, and a communicator that refuses
@@ -19,7 +20,6 @@
 #ifndef WEFT_COMM_UCX_COMM_H_
 #define WEFT_COMM_UCX_COMM_H_
 
-#include <chrono>
 #include <memory>
 
 #include "comm/communicator.h"
@@ -35,16 +35,18 @@ class UcxComm final : public p2p::P2pComm {
   UcxComm(Link link, int size, bool oversubscribed, const CommOptions& options);
   Backend backend() const override { return Backend::kUcx; }
   uint32_t id() const { return link_.id; }
+  // Collective: the shared-memory rounds when every rank is on this node,
+  // set up over this communicator's own point-to-point schedules.
+  absl::Status AttachSharedMemory();
 
  protected:
-  absl::Status DoBarrier() override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
 
  private:
   absl::Status RunSchedule(p2p::Schedule& s, int window) override;
 
   const Link link_;
-  const std::chrono::microseconds spin_;
+  const bool oversubscribed_;
 };
 
 // The world communicator: every process of MPI_COMM_WORLD (initialising MPI

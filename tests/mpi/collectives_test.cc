@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/mpi/bootstrap.h"
 #include "comm/mpi/comm.h"
+#include "comm/p2p/comm.h"
 #include "comm/registry.h"
 #include "shard/reducer.h"
 #include "gtest/gtest.h"
@@ -94,14 +95,16 @@ TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
 // Every rank of these tests runs on one node, so the backend takes the
 // shared-memory path unless WEFT_SHM=0 (the suite runs both ways).
 TEST(Mpi, SharedMemoryPathFollowsWeftShm) {
-  if (TestBackend() != Backend::kMpi) GTEST_SKIP() << "MPI's own shared-memory path";
   auto comm = World();
   ASSERT_NE(comm, nullptr);
-  const auto* mpi_comm = dynamic_cast<const mpi::MpiComm*>(comm.get());
-  ASSERT_NE(mpi_comm, nullptr);
+  const auto* p2p_comm = dynamic_cast<const p2p::P2pComm*>(comm.get());
+  ASSERT_NE(p2p_comm, nullptr);
   const char* shm = std::getenv("WEFT_SHM");
   const bool want = comm->size() > 1 && (shm == nullptr || std::string(shm) != "0");
-  EXPECT_EQ(mpi_comm->shared_memory(), want) << "WEFT_SHM=" << (shm ? shm : "(unset)");
+  EXPECT_EQ(p2p_comm->shared_memory(), want) << "WEFT_SHM=" << (shm ? shm : "(unset)");
+  auto half = comm->Split(comm->rank() % 2, 0);  // splits decide again, over their own ranks
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_EQ(dynamic_cast<const p2p::P2pComm&>(**half).shared_memory(), want && (*half)->size() > 1);
 }
 
 TEST(Mpi, CollectiveMatrix) {
@@ -242,9 +245,7 @@ TEST(Mpi, ReducerAveragesSeparateBuffers) {
     }
   }
   EXPECT_EQ((*red)->stats().segments_in_pieces > 0, comm->ReducesPieces());
-  if (const auto* m = dynamic_cast<const mpi::MpiComm*>(comm.get())) {
-    EXPECT_EQ(comm->ReducesPieces(), m->shared_memory());
-  }
+  EXPECT_EQ(comm->ReducesPieces(), dynamic_cast<const p2p::P2pComm&>(*comm).shared_memory());
 }
 
 // Gradients as bucket views on MPI ranks. Marked in registration order,

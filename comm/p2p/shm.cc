@@ -1,4 +1,4 @@
-#include "comm/mpi/shm.h"
+#include "comm/p2p/shm.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -8,15 +8,15 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <string>
 
-#include "comm/mpi/bootstrap.h"
 #include "core/env.h"
 #include "core/reduce.h"
 #include "core/status.h"
 
 namespace weft {
-namespace mpi {
+namespace p2p {
 namespace {
 
 // Each rank's region: a page of control (its barrier flag, alone in its
@@ -99,19 +99,6 @@ absl::StatusOr<void*> MapSegment(const char* name, size_t bytes) {
   return p;
 }
 
-// True when every rank of `comm` runs on this node.
-absl::StatusOr<bool> AllOnOneNode(MPI_Comm comm, int size) {
-  CallLock lock;
-  MPI_Comm node = MPI_COMM_NULL;
-  RETURN_IF_ERROR(CheckMpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                           "MPI_Comm_split_type"));
-  int node_size = 0;
-  const int rc = MPI_Comm_size(node, &node_size);
-  MPI_Comm_free(&node);
-  RETURN_IF_ERROR(CheckMpi(rc, "MPI_Comm_size"));
-  return node_size == size;
-}
-
 }  // namespace
 
 template <typename SrcFn>
@@ -126,10 +113,18 @@ void NodeShm::Reduce(DataType t, RedOp op, SrcFn src, size_t n, void* out) {
   if (op == RedOp::kAvg) FromAccum(t, op, size_, out, out, n);
 }
 
-absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(MPI_Comm comm, int rank, int size, size_t round_bytes,
-                                                         const WaitSpec& wait) {
+std::string NodeKey() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(host) + "/" + boot;
+}
+
+absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(int rank, int size, size_t round_bytes,
+                                                         const ShmBootstrap& bootstrap) {
   if (size < 2 || !Env::Get().shm) return std::unique_ptr<NodeShm>();
-  ASSIGN_OR_RETURN(const bool local, AllOnOneNode(comm, size));
+  ASSIGN_OR_RETURN(const bool local, bootstrap.all_on_one_node());
   if (!local) return std::unique_ptr<NodeShm>();
   // A reduce-scatter round stages one element of the widest type per rank at least.
   round_bytes = std::max(round_bytes, static_cast<size_t>(size) * sizeof(double));
@@ -144,12 +139,7 @@ absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(MPI_Comm comm, int rank
     if (p.ok()) base = *p;
     else local_error = p.status();
   }
-  MPI_Request req;
-  {
-    CallLock lock;
-    RETURN_IF_ERROR(CheckMpi(MPI_Ibcast(name, kNameBytes, MPI_CHAR, 0, comm, &req), "MPI_Ibcast"));
-  }
-  RETURN_IF_ERROR(WaitAll(1, &req, wait, "sharing the shared-memory segment's name"));
+  RETURN_IF_ERROR(Annotate(bootstrap.broadcast(name, kNameBytes), "sharing the shared-memory segment's name"));
   if (rank != 0 && name[0] != '\0') {
     absl::StatusOr<void*> p = MapSegment(name, bytes);
     if (p.ok()) base = *p;
@@ -159,11 +149,7 @@ absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(MPI_Comm comm, int rank
   // Use the segment only if every rank mapped it; after this all have
   // tried, so rank 0 can unlink the name.
   int ok = base != nullptr ? 1 : 0;
-  {
-    CallLock lock;
-    RETURN_IF_ERROR(CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm, &req), "MPI_Iallreduce"));
-  }
-  absl::Status agreed = WaitAll(1, &req, wait, "agreeing on the shared-memory segment");
+  absl::Status agreed = Annotate(bootstrap.all_min(&ok), "agreeing on the shared-memory segment");
   if (rank == 0 && name[0] != '\0') shm_unlink(name);
   if (!agreed.ok() || ok == 0) {
     if (base != nullptr) munmap(base, bytes);
@@ -193,7 +179,7 @@ void* NodeShm::Accum(size_t bytes) {
   return accum_.data();
 }
 
-absl::Status NodeShm::Barrier(const WaitSpec& w) {
+absl::Status NodeShm::Barrier(const Patience& w) {
   ++epoch_;
   const size_t stride = Stride(round_bytes_);
   auto* base = static_cast<unsigned char*>(base_);
@@ -212,7 +198,7 @@ absl::Status NodeShm::Barrier(const WaitSpec& w) {
 }
 
 absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
-                                const WaitSpec& w) {
+                                const Patience& w) {
   const size_t es = ElementSize(t);
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
@@ -222,7 +208,7 @@ absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, Data
 }
 
 absl::StatusOr<size_t> NodeShm::AllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
-                                                RedOp op, const WaitSpec& w) {
+                                                RedOp op, const Patience& w) {
   const size_t stride = Stride(round_bytes_);
   auto* base = static_cast<unsigned char*>(base_);
   const uint64_t call = ready_calls_++;
@@ -251,7 +237,7 @@ absl::StatusOr<size_t> NodeShm::AllReduceReady(void* data, size_t reduced, size_
 
 // Gaps between pieces are staged as zeros: nobody reads their results, but
 // garbage there could be a signalling NaN or an integer overflow to reduce.
-absl::Status NodeShm::AllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op, const WaitSpec& w) {
+absl::Status NodeShm::AllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op, const Patience& w) {
   const size_t es = ElementSize(t), count = pieces.back().offset + pieces.back().count;
   // The first piece ending after `off`; every call walks forward from there.
   auto first = [&](size_t off) {
@@ -279,7 +265,7 @@ absl::Status NodeShm::AllReducePieces(const std::vector<Piece>& pieces, DataType
   return AllReduceRounds(count, t, op, w, nullptr, read, write);
 }
 
-absl::Status NodeShm::AllReduceRounds(size_t count, DataType t, RedOp op, const WaitSpec& w,
+absl::Status NodeShm::AllReduceRounds(size_t count, DataType t, RedOp op, const Patience& w,
                                       const unsigned char* direct,
                                       absl::FunctionRef<void(size_t, size_t, unsigned char*)> read,
                                       absl::FunctionRef<void(const unsigned char*, size_t, size_t)> write) {
@@ -323,7 +309,7 @@ absl::Status NodeShm::AllReduceRounds(size_t count, DataType t, RedOp op, const 
 }
 
 absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
-                                    const WaitSpec& w) {
+                                    const Patience& w) {
   const size_t es = ElementSize(t), nr = static_cast<size_t>(size_);
   const size_t per_round = std::max<size_t>(round_bytes_ / es / nr, 1);
   const auto* in = static_cast<const unsigned char*>(send);
@@ -347,7 +333,7 @@ absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcou
   return absl::OkStatus();
 }
 
-absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, DataType t, const WaitSpec& w) {
+absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, DataType t, const Patience& w) {
   const size_t es = ElementSize(t), per_round = std::max<size_t>(round_bytes_ / es, 1);
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
@@ -364,7 +350,7 @@ absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, 
   return absl::OkStatus();
 }
 
-absl::Status NodeShm::Broadcast(const void* send, void* recv, size_t bytes, int root, const WaitSpec& w) {
+absl::Status NodeShm::Broadcast(const void* send, void* recv, size_t bytes, int root, const Patience& w) {
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
   for (size_t off = 0; off < bytes; off += round_bytes_) {
@@ -377,5 +363,5 @@ absl::Status NodeShm::Broadcast(const void* send, void* recv, size_t bytes, int 
   return absl::OkStatus();
 }
 
-}  // namespace mpi
+}  // namespace p2p
 }  // namespace weft

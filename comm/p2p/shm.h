@@ -1,5 +1,6 @@
 // Collectives through shared memory, for a communicator whose ranks all
-// run on one node (the MPI backend's fast path there).
+// run on one node: the fast path there of both point-to-point backends (MPI,
+// UCX), which only differ in how the segment is set up (ShmBootstrap).
 //
 // Point-to-point between processes on one node costs a rendezvous and a
 // system call per message (Open MPI's vader moves anything above 4 KiB with
@@ -24,7 +25,7 @@
 // before a barrier that the writer has passed, so one barrier per round
 // suffices. Each chunk is reduced on
 // one rank in one order and copied by all: results are bit-identical across
-// ranks. Barriers wait with the MPI backend's backoff (spin, yield, sleep),
+// ranks. Barriers wait with the point-to-point backoff (spin, yield, sleep),
 // time out after the communicator's timeout and end at once on abort.
 //
 // The segment is a POSIX shared-memory file that rank 0 creates, every rank
@@ -34,25 +35,42 @@
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<NodeShm> shm, NodeShm::Create(comm, rank, size, round_bytes, wait));
 //   if (shm) RETURN_IF_ERROR(shm->AllReduce(send, recv, count, t, op, wait));
-#ifndef WEFT_COMM_MPI_SHM_H_
-#define WEFT_COMM_MPI_SHM_H_
-
-#include <mpi.h>
+#ifndef WEFT_COMM_P2P_SHM_H_
+#define WEFT_COMM_P2P_SHM_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include <functional>
+#include <string>
+
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/functional/function_ref.h"
 #include "comm/communicator.h"
-#include "comm/mpi/pipeline.h"
+#include "comm/p2p/backoff.h"
 #include "core/dtype.h"
 
 namespace weft {
-namespace mpi {
+namespace p2p {
+
+// What NodeShm::Create needs from the communicator being made: its backend's
+// own means (MPI calls for the MPI backend, the point-to-point engine for
+// UCX). Each is collective over the communicator.
+struct ShmBootstrap {
+  // Whether every rank runs on this node.
+  std::function<absl::StatusOr<bool>()> all_on_one_node;
+  // bytes[0, n) from rank 0 to every rank.
+  std::function<absl::Status(void* bytes, size_t n)> broadcast;
+  // *v becomes the least over ranks.
+  std::function<absl::Status(int* v)> all_min;
+};
+
+// A name for this node that a process on another node does not share (the
+// host name and the kernel's boot id), for bootstraps that must compare.
+std::string NodeKey();
 
 class NodeShm {
  public:
@@ -60,30 +78,30 @@ class NodeShm {
   // not all on one node or the segment cannot be created on some rank (say
   // /dev/shm is full): the caller keeps using point-to-point. An error only
   // when the agreement itself fails.
-  static absl::StatusOr<std::unique_ptr<NodeShm>> Create(MPI_Comm comm, int rank, int size, size_t round_bytes,
-                                                         const WaitSpec& wait);
+  static absl::StatusOr<std::unique_ptr<NodeShm>> Create(int rank, int size, size_t round_bytes,
+                                                         const ShmBootstrap& bootstrap);
   ~NodeShm();
   NodeShm(const NodeShm&) = delete;
   NodeShm& operator=(const NodeShm&) = delete;
 
   size_t round_bytes() const { return round_bytes_; }
 
-  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, const WaitSpec& w);
+  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, const Patience& w);
   // The same over a buffer that lies in pieces (Communicator::AllReducePieces):
   // the rounds are staged from the pieces and copied out into them, so the
   // reducer's separate gradients need no bucket copy on top of the staging.
-  absl::Status AllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op, const WaitSpec& w);
+  absl::Status AllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op, const Patience& w);
   // Communicator::AllReduceReady's agreement and reduction: each rank's
   // {offer, reduced, upto} go into its control page before one barrier,
   // every rank takes the least offer (and checks the others agree), then
   // [reduced, least offer) of `data` is all-reduced in place.
   absl::StatusOr<size_t> AllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t, RedOp op,
-                                        const WaitSpec& w);
+                                        const Patience& w);
   absl::Status ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
-                             const WaitSpec& w);
-  absl::Status AllGather(const void* send, void* recv, size_t sendcount, DataType t, const WaitSpec& w);
-  absl::Status Broadcast(const void* send, void* recv, size_t bytes, int root, const WaitSpec& w);
-  absl::Status Barrier(const WaitSpec& w);
+                             const Patience& w);
+  absl::Status AllGather(const void* send, void* recv, size_t sendcount, DataType t, const Patience& w);
+  absl::Status Broadcast(const void* send, void* recv, size_t bytes, int root, const Patience& w);
+  absl::Status Barrier(const Patience& w);
 
  private:
   NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped);
@@ -93,7 +111,7 @@ class NodeShm {
   // elements [off, off + n), write(src, off, n) stores results. `direct`,
   // when not null, is the input as one buffer, where this rank reads its own
   // chunk instead of staging it.
-  absl::Status AllReduceRounds(size_t count, DataType t, RedOp op, const WaitSpec& w, const unsigned char* direct,
+  absl::Status AllReduceRounds(size_t count, DataType t, RedOp op, const Patience& w, const unsigned char* direct,
                                absl::FunctionRef<void(size_t, size_t, unsigned char*)> read,
                                absl::FunctionRef<void(const unsigned char*, size_t, size_t)> write);
   // The scratch accumulator for `bytes` (private to this rank).
@@ -113,7 +131,7 @@ class NodeShm {
   std::vector<unsigned char> accum_;
 };
 
-}  // namespace mpi
+}  // namespace p2p
 }  // namespace weft
 
-#endif  // WEFT_COMM_MPI_SHM_H_
+#endif  // WEFT_COMM_P2P_SHM_H_
