@@ -3,14 +3,14 @@
 //
 // Collectives are P2pComm's (comm/p2p), as the MPI backend's: shared-memory
 // rounds when every rank is on one node (WEFT_SHM=0 turns them off), else
-// the direct, ring and chain schedules over UCX, with the same guarantees: bit-identical results on every rank,
-// float16/bfloat16 reduced in float32 and rounded once, cache-sized
-// segments in flight, a Timeout after options().timeout_ms without
-// progress, Abort() ending a wait at once, and a communicator that refuses
-// further collectives after a failure. The bytes move on whatever UCX
-// picks (shared memory and CMA on one node, TCP or RDMA between nodes;
-// UCX_TLS chooses), which is how a cluster whose MPI was built without UCX
-// still gets its RDMA network.
+// the direct, ring and chain schedules over UCX. The same guarantees:
+// bit-identical results on every rank, float16/bfloat16 reduced in float32
+// and rounded once, cache-sized segments in flight, a Timeout after
+// options().timeout_ms without progress, Abort() ending a wait at once, and
+// a communicator that refuses further collectives after a failure. The
+// bytes move on whatever UCX picks (shared memory and CMA on one node, TCP
+// or RDMA between nodes; UCX_TLS chooses), which is how a cluster whose MPI
+// was built without UCX still gets its RDMA network.
 //
 // Every UCX communicator of a process shares the process's worker
 // (bootstrap.h); a communicator is an id in the message tags plus its
