@@ -1,6 +1,6 @@
 // What the host benchmarks share: where a tensor list lives, and running a
-// body on every rank of a world, MPI's when launched by mpirun/srun, else N
-// in-process ranks as threads.
+// body on every rank of a world: the job's when launched by mpirun/srun
+// (over MPI, or UCX with --backend ucx), else N in-process ranks as threads.
 #ifndef WEFT_BENCH_WORLD_H_
 #define WEFT_BENCH_WORLD_H_
 
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "comm/communicator.h"
 
 namespace weft {
@@ -16,8 +17,13 @@ namespace bench {
 // bench/data/<list>.tensors, or `list` itself when it is a path.
 std::string TensorListPath(const std::string& list);
 
+// "mpi" or "ucx": the backend a launched job runs on (--backend).
+absl::StatusOr<Backend> LaunchedBackend(const std::string& name);
+
 // Runs body(comm) on each rank; returns when every rank is done.
-absl::Status RunOnWorld(int inprocess_ranks, int timeout_ms, const std::function<void(Communicator&)>& body);
+// `launched`: the backend under mpirun/srun (kMpi or kUcx).
+absl::Status RunOnWorld(int inprocess_ranks, int timeout_ms, const std::function<void(Communicator&)>& body,
+                        Backend launched = Backend::kMpi);
 
 }  // namespace bench
 }  // namespace weft

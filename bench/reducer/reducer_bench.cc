@@ -53,6 +53,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
   std::string list = "resnet50";
+  std::string backend = "mpi";  // under mpirun/srun: mpi or ucx
   int ranks = 2;  // in-process ranks when not launched by mpirun
   int iters = 10;
   int warmup = 2;
@@ -311,6 +312,7 @@ Args Parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--list") a.list = v;
+    else if (k == "--backend") a.backend = v;
     else if (k == "--ranks") a.ranks = std::atoi(v.c_str());
     else if (k == "--iters") a.iters = std::atoi(v.c_str());
     else if (k == "--warmup") a.warmup = std::atoi(v.c_str());
@@ -320,7 +322,7 @@ Args Parse(int argc, char** argv) {
     else if (k == "--baselines-on") a.baselines_on_caller = v == "caller";
     else if (k == "--merge") a.merge = v != "0";
     else {
-      std::fprintf(stderr, "usage: %s [--list resnet50|bert_base|gpt2_small|PATH] [--ranks N] [--iters N] "
+      std::fprintf(stderr, "usage: %s [--list resnet50|bert_base|gpt2_small|PATH] [--ranks N] [--backend mpi|ucx] [--iters N] "
                    "[--warmup N] [--compute MS|auto] [--bucket-mb N] [--segment-kb N] [--baselines-on stream|caller] [--merge 1|0]\n", argv[0]);
       std::exit(2);
     }
@@ -340,7 +342,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft-reducer-bench: %s\n", std::string(list.status().message()).c_str());
     return 1;
   }
-  const absl::Status s = bench::RunOnWorld(args.ranks, 120000, [&](Communicator& comm) { bench::Run(comm, *list, args); });
+  absl::StatusOr<Backend> backend = bench::LaunchedBackend(args.backend);
+  const absl::Status s = !backend.ok() ? backend.status() : bench::RunOnWorld(args.ranks, 120000, [&](Communicator& comm) {
+    bench::Run(comm, *list, args);
+  }, *backend);
   if (!s.ok()) {
     std::fprintf(stderr, "weft-reducer-bench: %s\n", std::string(s.message()).c_str());
     return 1;

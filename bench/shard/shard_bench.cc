@@ -63,6 +63,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
   std::string list = "gpt2_small";
+  std::string backend = "mpi";  // under mpirun/srun: mpi or ucx
   int ranks = 4;
   int iters = 5;
   int warmup = 1;
@@ -406,6 +407,7 @@ Args Parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--list") a.list = v;
+    else if (k == "--backend") a.backend = v;
     else if (k == "--ranks") a.ranks = std::atoi(v.c_str());
     else if (k == "--iters") a.iters = std::atoi(v.c_str());
     else if (k == "--warmup") a.warmup = std::atoi(v.c_str());
@@ -415,7 +417,7 @@ Args Parse(int argc, char** argv) {
     else if (k == "--root" && (v == "keep" || v == "reshard")) a.keep_root = v == "keep";
     else {
       std::fprintf(stderr,
-                   "usage: %s [--list NAME|PATH] [--ranks N] [--iters N] [--warmup N] [--compute MS|auto] "
+                   "usage: %s [--list NAME|PATH] [--ranks N] [--backend mpi|ucx] [--iters N] [--warmup N] [--compute MS|auto] "
                    "[--split N|auto] [--device-clock on|off] [--root keep|reshard]\n", argv[0]);
       std::exit(2);
     }
@@ -435,6 +437,7 @@ int main(int argc, char** argv) {
   using namespace weft;
   const bench::Args args = bench::Parse(argc, argv);
   const auto list = bench::Check(bench::ReadTensorList(bench::TensorListPath(args.list)));
-  bench::Ok(bench::RunOnWorld(args.ranks, 300000, [&](Communicator& comm) { bench::Run(comm, list, args); }));
+  const Backend backend = bench::Check(bench::LaunchedBackend(args.backend));
+  bench::Ok(bench::RunOnWorld(args.ranks, 300000, [&](Communicator& comm) { bench::Run(comm, list, args); }, backend));
   return 0;
 }
