@@ -23,9 +23,8 @@
 // Rounds take the three buffers in turn, across calls too. A round's
 // buffer is written again three rounds later, and every read of it comes
 // before a barrier that the writer has passed, so one barrier per round
-// suffices. Each chunk is reduced on
-// one rank in one order and copied by all: results are bit-identical across
-// ranks. Barriers wait with the point-to-point backoff (spin, yield, sleep),
+// suffices. Each chunk is reduced on one rank in one order and copied by
+// all: results are bit-identical across ranks. Barriers wait with the point-to-point backoff (spin, yield, sleep),
 // time out after the communicator's timeout and end at once on abort.
 //
 // The segment is a POSIX shared-memory file that rank 0 creates, every rank
@@ -33,18 +32,17 @@
 // behind when a process dies, and closing is local (munmap), so destroying
 // a communicator never waits for its peers.
 //
-//   ASSIGN_OR_RETURN(std::unique_ptr<NodeShm> shm, NodeShm::Create(comm, rank, size, round_bytes, wait));
-//   if (shm) RETURN_IF_ERROR(shm->AllReduce(send, recv, count, t, op, wait));
+//   ASSIGN_OR_RETURN(std::unique_ptr<NodeShm> shm, NodeShm::Create(rank, size, round_bytes, bootstrap));
+//   if (shm) RETURN_IF_ERROR(shm->AllReduce(send, recv, count, t, op, patience));
 #ifndef WEFT_COMM_P2P_SHM_H_
 #define WEFT_COMM_P2P_SHM_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <vector>
-
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
