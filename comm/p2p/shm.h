@@ -72,7 +72,7 @@ std::string NodeKey();
 
 class NodeShm {
  public:
-  // Collective over `comm`. nullptr (and OK) when the ranks of `comm` are
+  // Collective (through `bootstrap`). nullptr (and OK) when the ranks are
   // not all on one node or the segment cannot be created on some rank (say
   // /dev/shm is full): the caller keeps using point-to-point. An error only
   // when the agreement itself fails.
