@@ -159,8 +159,10 @@ def init(backend="auto", timeout_ms=0, device=None):
     Under mpirun/srun it spans the job; otherwise it is a one-rank world.
     backend="nccl", or a CUDA `device` (an ordinal, "cuda:N", a torch.device),
     makes it a CUDA communicator over NCCL on that device (without an index:
-    the local rank modulo the node's device count). Asking again for a world
-    of another memory kind or device than the existing one is a ValueError."""
+    the local rank modulo the node's device count). backend="ucx" moves host
+    memory over UCX instead of MPI (mpirun/srun still launch). Asking again
+    for a world of another backend, memory kind or device than the existing
+    one is a ValueError."""
     global _world
     if backend not in BACKENDS:
         raise ValueError("weft.init: backend=%r is not one of %s" % (backend, ", ".join(BACKENDS)))
@@ -180,6 +182,9 @@ def init(backend="auto", timeout_ms=0, device=None):
     if want is not None and want != _world.memory:
         raise ValueError("weft.init: the world communicator exists already on %s memory (%r); it cannot also be on "
                          "%s memory" % (_world.memory, _world, want))
+    if backend not in ("auto", "nccl") and backend != _world.backend:
+        raise ValueError("weft.init: the world communicator exists already over %s (%r); it cannot also be over %s"
+                         % (_world.backend, _world, backend))
     if ordinal is not None and _world.device is not None and ordinal != _world.device:
         raise ValueError("weft.init: the world communicator exists already on cuda:%d, not cuda:%d" %
                          (_world.device, ordinal))

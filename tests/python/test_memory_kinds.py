@@ -66,6 +66,13 @@ class InitArguments(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             weft.init(backend="nccl")  # the world exists, on host memory
         self.assertIn("host", str(cm.exception))
+        # Nor over another host backend than the one it has (one rank alone: in-process).
+        self.assertIs(weft.init(backend=world.backend), world)
+        for other in ("mpi", "ucx"):
+            with self.assertRaises(ValueError, msg=other) as cm:
+                weft.init(backend=other)
+            self.assertIn(world.backend, str(cm.exception))
+            self.assertIn(other, str(cm.exception))
         x = torch.arange(6, dtype=torch.float32) + 1
         world.all_reduce(x, op="sum")
         self.assertTrue(torch.equal(x, torch.arange(6, dtype=torch.float32) + 1), "one rank: the sum is x")
