@@ -16,7 +16,7 @@ namespace {
 // Releases the point-to-point requests still pending after a failure
 // (receives at even indices, sends at odd ones). Receives are cancelled so no
 // late message lands in a buffer; sends cannot be (OpenMPI ignores it), so a
-// buffer a send reads must outlive the communicator: see MpiComm::Break.
+// buffer a send reads must outlive the communicator: see P2pComm::Scratch.
 void Abandon(std::vector<MPI_Request>& reqs) {
   CallLock lock;
   for (size_t i = 0; i < reqs.size(); ++i) {

@@ -17,7 +17,7 @@
 // element type (integer sum/prod/max/min wrap identically in either).
 //
 //   RingSchedule ring(RingSchedule::Args{...});
-//   RETURN_IF_ERROR(engine.Run(ring, window));   // collectives.h
+//   RETURN_IF_ERROR(engine.run(ring, engine.window));   // collectives.h
 #ifndef WEFT_COMM_P2P_RING_H_
 #define WEFT_COMM_P2P_RING_H_
 
