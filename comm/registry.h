@@ -7,6 +7,7 @@
 #define WEFT_COMM_REGISTRY_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
@@ -20,6 +21,10 @@ struct BackendFactory {
   // (mpirun, srun). nullptr: never.
   bool (*launched)();
   absl::StatusOr<std::unique_ptr<Communicator>> (*init_world)(const CommOptions& options);
+  // `nranks` ranks as threads of this process, comms[r] for thread r
+  // (weftCommInitInProcess). nullptr: the backend cannot.
+  absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> (*init_local)(int nranks,
+                                                                          const CommOptions& options) = nullptr;
 };
 
 // Called from a static initializer in each backend.

@@ -165,7 +165,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorldOneRank(const CommOptions
   return std::move(comms[0]);
 }
 
-[[maybe_unused]] const bool kRegistered = RegisterBackend({Backend::kInProcess, MemKind::kHost, nullptr, &InitWorldOneRank});
+[[maybe_unused]] const bool kRegistered =
+    RegisterBackend({Backend::kInProcess, MemKind::kHost, nullptr, &InitWorldOneRank, &InitInProcess});
 
 }  // namespace
 }  // namespace inproc
