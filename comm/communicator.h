@@ -154,9 +154,10 @@ class Communicator {
   // same offsets and counts (ascending, not overlapping) with its own
   // pointers, and no piece's memory overlaps another's. Only backends that
   // move the bytes themselves do it (ReducesPieces): in-process ranks reduce
-  // each piece where it lies, MPI ranks on one node stage their
-  // shared-memory rounds from the pieces and store into them. That is the
-  // reducer's separate gradient buffers without a bucket copy in and out.
+  // each piece where it lies, MPI or UCX ranks on one node stage their
+  // shared-memory rounds (comm/p2p) from the pieces and store into them.
+  // That is the reducer's separate gradient buffers without a bucket copy in
+  // and out.
   // Elsewhere it is Unsupported; pack the pieces and call AllReduce.
   virtual bool ReducesPieces() const { return false; }
   absl::Status AllReducePieces(std::vector<Piece> pieces, DataType t, RedOp op, void* stream);
@@ -182,7 +183,7 @@ class Communicator {
   // stream has produced when the collective runs.
   absl::Status AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size_t upto, RedOp op, void* stream);
   // Whether the ranks' ready extents ride on the call's own
-  // synchronisation (in-process ranks; MPI ranks on one node), so that
+  // synchronisation (in-process ranks; MPI or UCX ranks on one node), so that
   // AllReduceReady costs what an AllReduce of the same bytes does. Elsewhere
   // it costs one more small all-reduce per call.
   virtual bool AgreesReadyInCall() const { return false; }
