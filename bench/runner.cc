@@ -147,6 +147,10 @@ absl::StatusOr<Row> Runner::Run(size_t size, weftDataType_t t, weftRedOp_t op) {
   row.op = op;
   for (Mode m : {Mode::kOutOfPlace, Mode::kInPlace}) {
     Measurement& r = m == Mode::kOutOfPlace ? row.out_of_place : row.in_place;
+    if (m == Mode::kInPlace && !HasInPlace(o_.collective)) {
+      r.ran = false;
+      continue;
+    }
     ASSIGN_OR_RETURN(r.seconds, Time(m, l, t, op));
     Bandwidth(o_.collective, l, es, w_.nranks, r.seconds, &r.algbw, &r.busbw);
     if (o_.check > 0) {

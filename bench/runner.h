@@ -33,6 +33,7 @@ struct Measurement {
   double algbw = 0;       // GB/s
   double busbw = 0;
   long long wrong = -1;   // wrong elements over all ranks; -1: not checked
+  bool ran = true;        // false: the collective has no such mode (alltoall in place)
 };
 
 struct Row {

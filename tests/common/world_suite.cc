@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
+#include "tests/common/p2p_check.h"
 
 namespace weft {
 namespace testing {
@@ -237,6 +238,13 @@ TEST(World, ReducerViewSegmentsMergeOnOneNode) {
     EXPECT_EQ(merged, comm->AgreesReadyInCall() ? segments - buckets : 0) << "step " << step << " rank " << r;
   }
 }
+
+// Sends before receives everywhere, messages up to 4 MiB, groups and uneven
+// all-to-alls; with 256-byte segments (WithRoundSizes) sends are cut into
+// many messages and the exchanges into many segments.
+TEST(World, SendRecv) { WithRoundSizes([](Communicator& c) { return CheckSendRecv(c, kSeed); }); }
+TEST(World, Groups) { WithRoundSizes([](Communicator& c) { return CheckGroups(c, kSeed); }); }
+TEST(World, AllToAllv) { WithRoundSizes([](Communicator& c) { return CheckAllToAllv(c, kSeed); }); }
 
 TEST(World, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
   auto comm = World();
