@@ -8,7 +8,6 @@
 #include "core/status.h"
 
 namespace weft_bench {
-namespace {
 
 absl::Status MpiStatus(const char* call, int err) {
   if (err == MPI_SUCCESS) return absl::OkStatus();
@@ -17,8 +16,6 @@ absl::Status MpiStatus(const char* call, int err) {
   MPI_Error_string(err, text, &len);
   return weft::SystemError("%s: %s", call, std::string(text, len));
 }
-
-}  // namespace
 
 absl::Status WeftStatus(const char* call, weftResult_t r) {
   if (r == weftSuccess) return absl::OkStatus();

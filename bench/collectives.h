@@ -84,6 +84,8 @@ void Bandwidth(Collective c, const Layout& l, size_t es, int nranks, double seco
 
 // OK for weftSuccess, else an error with weft's message for `call`.
 absl::Status WeftStatus(const char* call, weftResult_t r);
+// OK for MPI_SUCCESS, else an error with MPI's message for `call`.
+absl::Status MpiStatus(const char* call, int err);
 
 // One weft call. `stream`: NULL (blocking) or a weftStream_t.
 absl::Status RunWeft(Collective c, const void* send, void* recv, size_t count, weftDataType_t t, weftRedOp_t op,

@@ -75,6 +75,8 @@ void PrintPreamble(const Options& o, const RunInfo& info) {
               "validation: %d graph: 0\n",
               o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
               o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
+  std::printf("# MPI: %s; barriers and per-rank results over %s\n", info.mpi_version.c_str(),
+              info.mpi_version == "none" ? "a second weft communicator split off the world" : "MPI_COMM_WORLD");
   if (o.blocking) std::printf("# Blocking Enabled: wait for completion and barrier after each collective \n");
   if (o.baseline_mpi) {
     std::printf("# Baseline: raw MPI (%s) on MPI_COMM_WORLD, the same sizes and buffers, timed right after weft\n",
