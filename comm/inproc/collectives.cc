@@ -49,7 +49,9 @@ enum Kind : int64_t {
   kBroadcast,
   kAllReducePieces,
   kAllReduceReady,
-  kAllReduceReadyParts
+  kAllReduceReadyParts,
+  kBarrier,
+  kSplit
 };
 
 const char* KindName(int64_t k) {
@@ -61,6 +63,8 @@ const char* KindName(int64_t k) {
     case kAllReducePieces: return "all_reduce_pieces";
     case kAllReduceReady: return "all_reduce_ready";
     case kAllReduceReadyParts: return "all_reduce_ready";
+    case kBarrier: return "barrier";
+    case kSplit: return "split";
   }
   return "collective";
 }
@@ -74,6 +78,7 @@ int64_t Signature(Kind kind, DataType t, RedOp op = RedOp::kSum, int root = -1) 
 std::string Describe(const Slot& slot) {
   const int64_t count = slot.a, sig = slot.b;
   const Kind kind = static_cast<Kind>(sig >> 32);
+  if (kind == kBarrier || kind == kSplit) return KindName(kind);
   std::string s = absl::StrFormat("%s of %d %s", KindName(kind), count,
                                   Name(static_cast<DataType>(sig & 0xff)));
   if (kind == kAllReduceReady) {
@@ -284,6 +289,17 @@ absl::Status InProcComm::DoBroadcast(const void* send, void* recv, size_t count,
     }
   });
   return absl::OkStatus();
+}
+
+// A barrier and a split publish a signature like any collective, so that a
+// rank in one of them while a peer is in an all-reduce fails alike with the
+// peer instead of reading a slot the peer never filled.
+absl::Status InProcComm::DoBarrier() { return Publish(nullptr, nullptr, 0, Signature(kBarrier, DataType::kUint8)); }
+
+// Color and key ride in `d`, which is not compared.
+absl::Status InProcComm::PublishSplit(int color, int key) {
+  const uint64_t packed = static_cast<uint64_t>(static_cast<uint32_t>(color)) << 32 | static_cast<uint32_t>(key);
+  return Publish(nullptr, nullptr, 0, Signature(kSplit, DataType::kUint8), 0, packed);
 }
 
 }  // namespace inproc
