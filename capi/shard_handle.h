@@ -21,6 +21,7 @@ namespace capi {
 // Checks `g` (named `what` in the error) and returns its group.
 inline absl::StatusOr<shard::ShardGroup*> GetGroup(const char* what, weftShardGroup_t g) {
   RETURN_IF_ERROR(Live<weftShardGroup>::Check(what, g));
+  RETURN_IF_ERROR(CheckOwner(absl::StrFormat("%s = %p", what, static_cast<const void*>(g)), g->comm));
   return g->impl.get();
 }
 
