@@ -18,8 +18,10 @@
 
 struct weftComm {
   std::unique_ptr<weft::Communicator> impl;
-  // Unsharded buffers of this communicator's shard groups (capi/shard.cc).
-  weft::shard::BufferPool pool;
+  // Unsharded buffers of this communicator's shard groups (capi/shard.cc),
+  // shared with them so that a group outliving its communicator can still
+  // be destroyed.
+  std::shared_ptr<weft::shard::BufferPool> pool = std::make_shared<weft::shard::BufferPool>();
 };
 
 namespace weft {

@@ -95,8 +95,8 @@ WEFT_API weftResult_t weftShardGroupCreate(weftComm_t comm, weftComm_t replicas,
     if (group == nullptr) return weft::InvalidArgument("group is NULL");
     ASSIGN_OR_RETURN(const auto options, weft::capi::ReadGroupConfig(config));
     ASSIGN_OR_RETURN(const auto specs, weft::capi::ReadParams(params, n));
-    ASSIGN_OR_RETURN(auto impl, weft::shard::ShardGroup::Create(c, r, specs, options, &comm->pool));
-    *group = new weftShardGroup{std::move(impl), comm};
+    ASSIGN_OR_RETURN(auto impl, weft::shard::ShardGroup::Create(c, r, specs, options, comm->pool.get()));
+    *group = new weftShardGroup{comm->pool, std::move(impl), comm};
     weft::capi::Live<weftShardGroup>::Add(*group);
     return absl::OkStatus();
   });
@@ -104,8 +104,8 @@ WEFT_API weftResult_t weftShardGroupCreate(weftComm_t comm, weftComm_t replicas,
 
 WEFT_API weftResult_t weftShardGroupDestroy(weftShardGroup_t group) {
   return Guard("weftShardGroupDestroy", [&]() -> absl::Status {
-    // Its buffers came from its communicator's pool: gone with it.
-    RETURN_IF_ERROR(GetGroup("group", group).status());
+    // Also once its communicator is gone: the group holds the pool its buffers came from.
+    RETURN_IF_ERROR(weft::capi::Live<weftShardGroup>::Check("group", group));
     weft::capi::Live<weftShardGroup>::Remove(group);
     delete group;
     return absl::OkStatus();
@@ -232,7 +232,7 @@ WEFT_API weftResult_t weftShardGroupGetMemory(weftShardGroup_t group, weftShardM
     ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     if (memory == nullptr) return weft::InvalidArgument("memory is NULL");
     const auto m = g->memory();
-    const auto p = group->comm->pool.stats();
+    const auto p = group->pool->stats();
     *memory = {m.shard_bytes, m.grad_shard_bytes, m.unsharded_bytes, p.live_bytes, p.pooled_bytes,
                p.peak_live_bytes};
     return absl::OkStatus();

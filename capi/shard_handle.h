@@ -11,8 +11,9 @@
 #include "weft/weft.h"
 
 struct weftShardGroup {
+  std::shared_ptr<weft::shard::BufferPool> pool;  // the communicator's: outlives impl
   std::unique_ptr<weft::shard::ShardGroup> impl;
-  weftComm_t comm;  // owns the pool
+  weftComm_t comm;  // checked live before every use but Destroy
 };
 
 namespace weft {
