@@ -8,8 +8,9 @@ using weft::capi::Guard;
 
 namespace {
 
-weft::DataType T(weftDataType_t t) { return static_cast<weft::DataType>(t); }
-weft::RedOp Op(weftRedOp_t op) { return static_cast<weft::RedOp>(op); }
+// Read as ints: Communicator checks the values.
+weft::DataType T(const weftDataType_t& t) { return static_cast<weft::DataType>(weft::capi::EnumValue(t)); }
+weft::RedOp Op(const weftRedOp_t& op) { return static_cast<weft::RedOp>(weft::capi::EnumValue(op)); }
 
 }  // namespace
 

@@ -26,12 +26,13 @@ namespace {
 absl::StatusOr<weftConfig_t> ReadConfig(const weftConfig_t* config) {
   weftConfig_t c = WEFT_CONFIG_INITIALIZER;
   if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, sizeof(weftConfig_t), &c));
-  if (c.backend < 0 || c.backend >= weftNumBackends) {
-    return InvalidArgument("config->backend = %d is not a weftBackend_t (expected 0..%d)", c.backend,
+  const int backend = EnumValue(c.backend), memory = EnumValue(c.memory);
+  if (backend < 0 || backend >= weftNumBackends) {
+    return InvalidArgument("config->backend = %d is not a weftBackend_t (expected 0..%d)", backend,
                            weftNumBackends - 1);
   }
-  if (c.memory < 0 || c.memory >= weftNumMemoryKinds) {
-    return InvalidArgument("config->memory = %d is not a weftMemoryKind_t (expected 0..%d)", c.memory,
+  if (memory < 0 || memory >= weftNumMemoryKinds) {
+    return InvalidArgument("config->memory = %d is not a weftMemoryKind_t (expected 0..%d)", memory,
                            weftNumMemoryKinds - 1);
   }
   if (c.timeout_ms < 0) return InvalidArgument("config->timeout_ms = %d is negative", c.timeout_ms);

@@ -6,8 +6,10 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "core/status.h"
@@ -16,8 +18,10 @@
 
 struct weftComm {
   std::unique_ptr<weft::Communicator> impl;
-  // Unsharded buffers of this communicator's shard groups (capi/shard.cc).
-  weft::shard::BufferPool pool;
+  // Unsharded buffers of this communicator's shard groups (capi/shard.cc),
+  // shared with them so that a group outliving its communicator can still
+  // be destroyed.
+  std::shared_ptr<weft::shard::BufferPool> pool = std::make_shared<weft::shard::BufferPool>();
 };
 
 namespace weft {
@@ -34,6 +38,10 @@ class Live {
   static void Remove(const H* h) {
     std::lock_guard<std::mutex> lock(mu());
     set().erase(h);
+  }
+  static bool Contains(const H* h) {
+    std::lock_guard<std::mutex> lock(mu());
+    return set().contains(h);
   }
   // OK when `h` is a live handle; `what` names the argument in the error.
   static absl::Status Check(const char* what, const H* h) {
@@ -58,6 +66,15 @@ class Live {
 inline absl::StatusOr<Communicator*> GetComm(const char* what, weftComm_t comm) {
   RETURN_IF_ERROR(Live<weftComm>::Check(what, comm));
   return comm->impl.get();
+}
+
+// A reducer or shard group (`what`, e.g. "reducer = 0x...") keeps a pointer
+// to the communicator it was made on: once that is destroyed, every call on
+// it is refused instead of using freed memory.
+inline absl::Status CheckOwner(const std::string& what, weftComm_t comm) {
+  if (Live<weftComm>::Contains(comm)) return absl::OkStatus();
+  return InvalidUsage("%s: its communicator %p was destroyed (destroy reducers and shard groups before their "
+                      "communicator)", what, static_cast<const void*>(comm));
 }
 
 // Wraps a new communicator in a registered handle.

@@ -22,7 +22,8 @@ using weft::kernels::TensorRef;
 
 namespace {
 
-weft::DataType T(weftDataType_t t) { return static_cast<weft::DataType>(t); }
+// Read as an int: the kernels check the value.
+weft::DataType T(const weftDataType_t& t) { return static_cast<weft::DataType>(weft::capi::EnumValue(t)); }
 
 // The n tensors at `list` as TensorRefs; `what` names the argument in errors.
 absl::StatusOr<std::vector<TensorRef>> Tensors(const char* what, const weftTensor_t* list, int n) {

@@ -11,6 +11,7 @@
 
 struct weftReducer {
   std::unique_ptr<weft::shard::Reducer> impl;
+  weftComm_t comm;  // what impl reduces over: checked before every use
 };
 
 namespace weft {
@@ -39,6 +40,7 @@ absl::StatusOr<shard::ReducerOptions> ReadReducerConfig(const weftReducerConfig_
 
 absl::StatusOr<shard::Reducer*> GetReducer(weftReducer_t r) {
   RETURN_IF_ERROR(Live<weftReducer>::Check("reducer", r));
+  RETURN_IF_ERROR(CheckOwner(absl::StrFormat("reducer = %p", static_cast<const void*>(r)), r->comm));
   return r->impl.get();
 }
 
@@ -60,7 +62,7 @@ WEFT_API weftResult_t weftReducerCreate(weftComm_t comm, const weftTensor_t* gra
     std::vector<weft::shard::GradSpec> specs(n);
     for (int i = 0; i < n; ++i) {
       specs[i].count = grads[i].count;
-      specs[i].dtype = static_cast<weft::DataType>(grads[i].dtype);
+      specs[i].dtype = static_cast<weft::DataType>(weft::capi::EnumValue(grads[i].dtype));
       if (config != nullptr && config->size >= offsetof(weftReducerConfig_t, names) + sizeof(config->names) &&
           config->names != nullptr && config->names[i] != nullptr) {
         specs[i].name = config->names[i];
@@ -69,7 +71,7 @@ WEFT_API weftResult_t weftReducerCreate(weftComm_t comm, const weftTensor_t* gra
     // Argument errors found after this point are shared with the other ranks
     // by Create's cross-rank check, so nobody is left waiting.
     ASSIGN_OR_RETURN(auto impl, weft::shard::Reducer::Create(c, std::move(specs), options));
-    auto* h = new weftReducer{std::move(impl)};
+    auto* h = new weftReducer{std::move(impl), comm};
     weft::capi::Live<weftReducer>::Add(h);
     *reducer = h;
     return absl::OkStatus();

@@ -13,6 +13,7 @@
 #ifndef WEFT_CAPI_RESULT_H_
 #define WEFT_CAPI_RESULT_H_
 
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -41,6 +42,18 @@ weftResult_t Guard(const char* fn, F&& body) noexcept {
   } catch (...) {
     return Fail(fn, absl::InternalError("unexpected exception"));
   }
+}
+
+// The int a caller passed as an enum argument or field. A C caller (or
+// ctypes) may pass any int there; loading one outside the enumerators as the
+// C++ enum type is undefined behaviour, so the bytes are read as an int and
+// checked as one.
+template <typename E>
+int EnumValue(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "a C enum is int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
 }
 
 // Reads a caller's extensible struct (size-stamped, weft.h "Extensible

@@ -25,23 +25,25 @@ absl::Status CheckCount(const char* what, int n, const ShardGroup& g) {
 absl::StatusOr<shard::ShardGroupOptions> ReadGroupConfig(const weftShardGroupConfig_t* config) {
   weftShardGroupConfig_t c = WEFT_SHARD_GROUP_CONFIG_INITIALIZER;
   if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, sizeof(c), &c));
-  if (c.layout < 0 || c.layout >= weftNumShardLayouts) {
-    return InvalidArgument("config->layout = %d is not a weftShardLayout_t", c.layout);
+  const int layout = EnumValue(c.layout), reduction = EnumValue(c.reduction);
+  const int param_dtype = EnumValue(c.param_dtype), reduce_dtype = EnumValue(c.reduce_dtype);
+  if (layout < 0 || layout >= weftNumShardLayouts) {
+    return InvalidArgument("config->layout = %d is not a weftShardLayout_t", layout);
   }
-  if (c.reduction < 0 || c.reduction >= weftNumGradReductions) {
-    return InvalidArgument("config->reduction = %d is not a weftGradReduction_t", c.reduction);
+  if (reduction < 0 || reduction >= weftNumGradReductions) {
+    return InvalidArgument("config->reduction = %d is not a weftGradReduction_t", reduction);
   }
-  if (c.param_dtype < 0 || c.param_dtype >= weftNumTypes) {
-    return InvalidArgument("config->param_dtype = %d is not a weftDataType_t", c.param_dtype);
+  if (param_dtype < 0 || param_dtype >= weftNumTypes) {
+    return InvalidArgument("config->param_dtype = %d is not a weftDataType_t", param_dtype);
   }
-  if (c.reduce_dtype < 0 || c.reduce_dtype >= weftNumTypes) {
-    return InvalidArgument("config->reduce_dtype = %d is not a weftDataType_t", c.reduce_dtype);
+  if (reduce_dtype < 0 || reduce_dtype >= weftNumTypes) {
+    return InvalidArgument("config->reduce_dtype = %d is not a weftDataType_t", reduce_dtype);
   }
   shard::ShardGroupOptions o;
-  o.layout = static_cast<shard::LayoutKind>(c.layout);
-  o.param_dtype = static_cast<DataType>(c.param_dtype);
-  o.reduce_dtype = static_cast<DataType>(c.reduce_dtype);
-  o.reduction = static_cast<shard::GradReduction>(c.reduction);
+  o.layout = static_cast<shard::LayoutKind>(layout);
+  o.param_dtype = static_cast<DataType>(param_dtype);
+  o.reduce_dtype = static_cast<DataType>(reduce_dtype);
+  o.reduction = static_cast<shard::GradReduction>(reduction);
   return o;
 }
 
@@ -67,10 +69,11 @@ absl::StatusOr<std::vector<kernels::TensorRef>> ReadGrads(const ShardGroup& g, c
   if (n > 0 && grads == nullptr) return InvalidArgument("grads is NULL with n = %d", n);
   std::vector<kernels::TensorRef> refs(n);
   for (int i = 0; i < n; ++i) {
-    if (grads[i].dtype < 0 || grads[i].dtype >= weftNumTypes) {
-      return InvalidArgument("grads[%d].dtype = %d is not a weftDataType_t", i, static_cast<int>(grads[i].dtype));
+    const int dtype = EnumValue(grads[i].dtype);
+    if (dtype < 0 || dtype >= weftNumTypes) {
+      return InvalidArgument("grads[%d].dtype = %d is not a weftDataType_t", i, dtype);
     }
-    refs[i] = {grads[i].data, grads[i].count, static_cast<DataType>(grads[i].dtype)};
+    refs[i] = {grads[i].data, grads[i].count, static_cast<DataType>(dtype)};
   }
   return refs;
 }
@@ -92,8 +95,8 @@ WEFT_API weftResult_t weftShardGroupCreate(weftComm_t comm, weftComm_t replicas,
     if (group == nullptr) return weft::InvalidArgument("group is NULL");
     ASSIGN_OR_RETURN(const auto options, weft::capi::ReadGroupConfig(config));
     ASSIGN_OR_RETURN(const auto specs, weft::capi::ReadParams(params, n));
-    ASSIGN_OR_RETURN(auto impl, weft::shard::ShardGroup::Create(c, r, specs, options, &comm->pool));
-    *group = new weftShardGroup{std::move(impl), comm};
+    ASSIGN_OR_RETURN(auto impl, weft::shard::ShardGroup::Create(c, r, specs, options, comm->pool.get()));
+    *group = new weftShardGroup{comm->pool, std::move(impl), comm};
     weft::capi::Live<weftShardGroup>::Add(*group);
     return absl::OkStatus();
   });
@@ -101,6 +104,7 @@ WEFT_API weftResult_t weftShardGroupCreate(weftComm_t comm, weftComm_t replicas,
 
 WEFT_API weftResult_t weftShardGroupDestroy(weftShardGroup_t group) {
   return Guard("weftShardGroupDestroy", [&]() -> absl::Status {
+    // Also once its communicator is gone: the group holds the pool its buffers came from.
     RETURN_IF_ERROR(weft::capi::Live<weftShardGroup>::Check("group", group));
     weft::capi::Live<weftShardGroup>::Remove(group);
     delete group;
@@ -195,10 +199,9 @@ WEFT_API weftResult_t weftShardGroupReduceGradsFlat(weftShardGroup_t group, void
                                                     void* stream) {
   return Guard("weftShardGroupReduceGradsFlat", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
-    if (dtype < 0 || dtype >= weftNumTypes) {
-      return weft::InvalidArgument("dtype = %d is not a weftDataType_t", static_cast<int>(dtype));
-    }
-    return g->ReduceGradsFlat(grads, static_cast<weft::DataType>(dtype), stream);
+    const int t = weft::capi::EnumValue(dtype);
+    if (t < 0 || t >= weftNumTypes) return weft::InvalidArgument("dtype = %d is not a weftDataType_t", t);
+    return g->ReduceGradsFlat(grads, static_cast<weft::DataType>(t), stream);
   });
 }
 
@@ -229,7 +232,7 @@ WEFT_API weftResult_t weftShardGroupGetMemory(weftShardGroup_t group, weftShardM
     ASSIGN_OR_RETURN(auto* g, GetGroup("group", group));
     if (memory == nullptr) return weft::InvalidArgument("memory is NULL");
     const auto m = g->memory();
-    const auto p = group->comm->pool.stats();
+    const auto p = group->pool->stats();
     *memory = {m.shard_bytes, m.grad_shard_bytes, m.unsharded_bytes, p.live_bytes, p.pooled_bytes,
                p.peak_live_bytes};
     return absl::OkStatus();

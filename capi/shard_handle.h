@@ -11,8 +11,9 @@
 #include "weft/weft.h"
 
 struct weftShardGroup {
+  std::shared_ptr<weft::shard::BufferPool> pool;  // the communicator's: outlives impl
   std::unique_ptr<weft::shard::ShardGroup> impl;
-  weftComm_t comm;  // owns the pool
+  weftComm_t comm;  // checked live before every use but Destroy
 };
 
 namespace weft {
@@ -21,6 +22,7 @@ namespace capi {
 // Checks `g` (named `what` in the error) and returns its group.
 inline absl::StatusOr<shard::ShardGroup*> GetGroup(const char* what, weftShardGroup_t g) {
   RETURN_IF_ERROR(Live<weftShardGroup>::Check(what, g));
+  RETURN_IF_ERROR(CheckOwner(absl::StrFormat("%s = %p", what, static_cast<const void*>(g)), g->comm));
   return g->impl.get();
 }
 

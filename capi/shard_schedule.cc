@@ -41,8 +41,9 @@ absl::StatusOr<weftShardScheduleConfig_t> ReadScheduleConfig(const weftShardSche
   if (c.prefetch != 0 && c.prefetch != 1) {
     return InvalidArgument("config->prefetch = %d (expected 0 or 1)", c.prefetch);
   }
-  if (c.memory != weftMemoryHost && c.memory != weftMemoryCuda) {
-    return InvalidArgument("config->memory = %d is not a weftMemoryKind_t", static_cast<int>(c.memory));
+  const int memory = EnumValue(c.memory);
+  if (memory != weftMemoryHost && memory != weftMemoryCuda) {
+    return InvalidArgument("config->memory = %d is not a weftMemoryKind_t", memory);
   }
   if ((c.acquire == nullptr) != (c.release == nullptr)) {
     return InvalidArgument("config->acquire is %s but config->release is %s (set both or neither)",
@@ -136,8 +137,7 @@ WEFT_API weftResult_t weftShardScheduleDeclareOrder(weftShardSchedule_t schedule
     }
     std::vector<weft::shard::ShardGroup*> order(n);
     for (int i = 0; i < n; ++i) {
-      RETURN_IF_ERROR(weft::capi::Live<weftShardGroup>::Check(absl::StrFormat("groups[%d]", i).c_str(), groups[i]));
-      order[i] = groups[i]->impl.get();
+      ASSIGN_OR_RETURN(order[i], weft::capi::GetGroup(absl::StrFormat("groups[%d]", i).c_str(), groups[i]));
     }
     RETURN_IF_ERROR(s->impl->SetOrder(std::move(order)));
     for (int i = 0; i < n; ++i) s->handles[groups[i]->impl.get()] = groups[i];

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/dtype.h"
+#include "core/limits.h"
 #include "core/status.h"
 
 namespace weft {
@@ -35,6 +36,10 @@ inline absl::StatusOr<size_t> Bytes(const char* what, size_t count, size_t nbloc
   if (nblocks != 0 && count > std::numeric_limits<size_t>::max() / es / nblocks) {
     return InvalidArgument("%s = %zu elements of %s times %zu ranks overflows size_t", what, count, Name(t),
                            nblocks);
+  }
+  if (count * nblocks * es > kMaxBufferBytes) {
+    return InvalidArgument("%s = %zu elements of %s times %zu ranks is more bytes than any buffer holds (%zu at most)",
+                           what, count, Name(t), nblocks, kMaxBufferBytes);
   }
   return count * nblocks * es;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/arguments.h"
 #include "core/env.h"
+#include "core/limits.h"
 #include "core/memory.h"
 #include "core/status.h"
 #include "core/stream.h"
@@ -102,23 +103,26 @@ absl::Status Communicator::IssueNow(const char* name, void* stream, std::functio
     std::lock_guard<std::mutex> lock(order_mu_);
     ticket = next_ticket_++;
   }
-  auto run = [this, ticket, name, op = std::move(op)]() -> absl::Status {
+  // Serving the ticket is the last thing the work does to the communicator:
+  // Quiesce (and so weftCommDestroy) may free it as soon as it sees the
+  // count, so the async error is recorded before, and the waiters are
+  // notified while order_mu_ is held (a waiter cannot return, and the
+  // communicator cannot be freed, before this thread lets go of the lock).
+  const bool async = hs != nullptr;
+  auto run = [this, ticket, name, async, op = std::move(op)]() -> absl::Status {
     std::unique_lock<std::mutex> lock(order_mu_);
     order_cv_.wait(lock, [&] { return serving_ == ticket; });
     lock.unlock();
     absl::Status s = aborted() ? Aborted("the communicator (rank %d) was aborted", rank_) : op();
+    s = Annotate(s, name);
+    if (async) RecordAsyncError(s);
     lock.lock();
     ++serving_;
-    lock.unlock();
     order_cv_.notify_all();
-    return Annotate(s, name);
-  };
-  if (hs == nullptr) return run();
-  hs->Enqueue([this, run = std::move(run)]() {
-    absl::Status s = run();
-    RecordAsyncError(s);
     return s;
-  });
+  };
+  if (!async) return run();
+  hs->Enqueue(std::move(run));
   return absl::OkStatus();
 }
 

@@ -12,21 +12,25 @@
 namespace weft {
 namespace {
 
-// Parses a non-negative integer variable; warns and keeps `fallback` on junk.
-long long ReadInt(const char* name, long long fallback, long long max) {
+// Parses an integer variable in [min, max]; warns and keeps `fallback` on
+// junk, saying what is used instead.
+long long ReadInt(const char* name, long long fallback, long long max, long long min = 0) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   errno = 0;
   const long long x = std::strtoll(v, &end, 10);
-  if (errno != 0 || *end != '\0' || x < 0 || x > max) {
-    std::fprintf(stderr, "weft WARN: ignoring %s=%s (expected an integer in [0, %lld])\n", name, v, max);
+  if (errno != 0 || *end != '\0' || x < min || x > max) {
+    std::fprintf(stderr, "weft WARN: ignoring %s=%s (expected an integer in [%lld, %lld]); using %lld\n", name, v,
+                 min, max, fallback);
     return fallback;
   }
   return x;
 }
 
-Env Load() {
+}  // namespace
+
+Env Env::Parse() {
   Env e;
   if (const char* d = std::getenv("WEFT_DEBUG")) {
     if (strcasecmp(d, "INFO") == 0) e.log_level = LogLevel::kInfo;
@@ -34,7 +38,8 @@ Env Load() {
     else if (strcasecmp(d, "WARN") != 0 && *d != '\0')
       std::fprintf(stderr, "weft WARN: ignoring WEFT_DEBUG=%s (expected WARN, INFO or TRACE)\n", d);
   }
-  e.timeout_ms = static_cast<int>(ReadInt("WEFT_TIMEOUT_MS", e.timeout_ms, 1LL << 30));
+  // 0 is no timeout to wait for: refused like junk, so it cannot silently mean the default.
+  e.timeout_ms = static_cast<int>(ReadInt("WEFT_TIMEOUT_MS", e.timeout_ms, 1LL << 30, 1));
   e.segment_bytes = static_cast<size_t>(ReadInt("WEFT_SEGMENT_BYTES", 0, 1LL << 40));
   e.num_threads = static_cast<int>(ReadInt("WEFT_NUM_THREADS", 0, 1024));
   e.shm = ReadInt("WEFT_SHM", 1, 1) != 0;
@@ -53,11 +58,9 @@ Env Load() {
   return e;
 }
 
-}  // namespace
-
 const Env& Env::Get() {
   static const Env env = [] {
-    Env e = Load();
+    Env e = Parse();
     if (e.log_level >= LogLevel::kInfo) {
       std::fprintf(stderr,
                    "weft INFO: pid %d env: WEFT_TIMEOUT_MS=%d WEFT_SEGMENT_BYTES=%zu WEFT_NUM_THREADS=%d "

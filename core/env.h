@@ -1,7 +1,8 @@
 // weft's settings from the environment, read once per process (mscclpp's Env).
 //
 //   WEFT_DEBUG          WARN (default), INFO or TRACE: what weft logs to stderr
-//   WEFT_TIMEOUT_MS     how long a host collective waits for peers (600000)
+//   WEFT_TIMEOUT_MS     how long a host collective waits for peers, >= 1 (600000;
+//                       0 or junk is warned about and ignored)
 //   WEFT_SEGMENT_BYTES  pipelining segment of the host backends (0: backend's choice)
 //   WEFT_NUM_THREADS    host kernel thread pool size (0: hardware threads, at most 8)
 //   WEFT_SHM            1 (default): host ranks that share a node move data
@@ -37,6 +38,8 @@ struct Env {
 
   // Parsed on first use; logged at INFO. Bad values are warned about and ignored.
   static const Env& Get();
+  // The environment as it is now, uncached (Get parses it once); for tests.
+  static Env Parse();
 };
 
 void LogLine(LogLevel level, const std::string& line);

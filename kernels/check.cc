@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/limits.h"
 #include "core/status.h"
 
 namespace weft {
@@ -29,6 +30,11 @@ absl::Status CheckDtype(const std::string& what, DataType t, bool allow_float64)
 absl::Status CheckBuffer(const std::string& what, const void* p, size_t count, DataType t) {
   if (count == 0) return absl::OkStatus();
   if (p == nullptr) return InvalidArgument("%s is NULL with %zu elements to access", what, count);
+  ASSIGN_OR_RETURN(const size_t bytes, CheckedBytes(what + " region", count, ElementSize(t)));
+  if (bytes > UINTPTR_MAX - reinterpret_cast<uintptr_t>(p)) {
+    return InvalidArgument("%s = %p with %zu elements of %s runs past the end of the address space", what, p, count,
+                           Name(t));
+  }
   if (reinterpret_cast<uintptr_t>(p) % ElementSize(t) != 0) {
     return InvalidArgument("%s = %p is not aligned to its element size (%zu bytes, %s)", what, p, ElementSize(t),
                            Name(t));
@@ -44,7 +50,9 @@ namespace {
 bool TensorOk(const TensorRef& t, bool allow_float64) {
   const bool dtype_ok = t.dtype == DataType::kFloat32 || t.dtype == DataType::kFloat16 ||
                         t.dtype == DataType::kBfloat16 || (allow_float64 && t.dtype == DataType::kFloat64);
-  const bool data_ok = t.data != nullptr && reinterpret_cast<uintptr_t>(t.data) % FloatSize(t.dtype) == 0;
+  const bool data_ok = t.data != nullptr && reinterpret_cast<uintptr_t>(t.data) % FloatSize(t.dtype) == 0 &&
+                       t.count <= kMaxBufferBytes / FloatSize(t.dtype) &&
+                       t.count * FloatSize(t.dtype) <= UINTPTR_MAX - reinterpret_cast<uintptr_t>(t.data);
   return dtype_ok && (t.count == 0 || data_ok);
 }
 
@@ -55,9 +63,21 @@ absl::Status CheckTensors(const char* what, absl::Span<const TensorRef> tensors,
     if (TensorOk(tensors[i], allow_float64)) continue;
     const std::string name = Label(what, static_cast<long>(i));
     RETURN_IF_ERROR(CheckDtype(name + ".dtype", tensors[i].dtype, allow_float64));
+    RETURN_IF_ERROR(CheckedBytes(name + ".count", tensors[i].count, ElementSize(tensors[i].dtype)).status());
     RETURN_IF_ERROR(CheckBuffer(name + ".data", tensors[i].data, tensors[i].count, tensors[i].dtype));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckOffset(const char* flat, const void* p, DataType t, size_t i, size_t offset, const char* tensors,
+                         size_t count) {
+  const size_t limit = kMaxBufferBytes / ElementSize(t);
+  if (count <= limit && offset <= limit - count &&
+      (offset + count) * ElementSize(t) <= UINTPTR_MAX - reinterpret_cast<uintptr_t>(p)) {
+    return absl::OkStatus();
+  }
+  return InvalidArgument("offsets[%zu] = %zu with %s[%zu].count = %zu reaches past the end of any %s buffer (%s = "
+                         "%p, elements of %s)", i, offset, tensors, i, count, flat, flat, p, Name(t));
 }
 
 namespace {

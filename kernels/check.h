@@ -33,7 +33,12 @@ std::string Label(const char* what, long index);
 absl::Status CheckDtype(const std::string& what, DataType t, bool allow_float64);
 // A pointer holding `count` elements of `t`: non-NULL when count > 0, aligned to the element size.
 absl::Status CheckBuffer(const std::string& what, const void* p, size_t count, DataType t);
-// Each tensor's dtype and buffer; names them what[i].dtype / what[i].data.
+// A flatten's or unflatten's offsets[i]: tensor i's `count` elements at
+// element `offset` of the flat buffer `p` of type t must end inside the
+// address space and within kMaxBufferBytes (core/limits.h).
+absl::Status CheckOffset(const char* flat, const void* p, DataType t, size_t i, size_t offset, const char* tensors,
+                         size_t count);
+// Each tensor's dtype, count and buffer; names them what[i].dtype / .count / .data.
 absl::Status CheckTensors(const char* what, absl::Span<const TensorRef> tensors, bool allow_float64);
 
 // Byte ranges a call reads and writes; Check() refuses writes that overlap

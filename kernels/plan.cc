@@ -5,6 +5,8 @@
 #include <string>
 #include <type_traits>
 
+#include "absl/strings/str_cat.h"
+#include "core/limits.h"
 #include "core/status.h"
 #include "kernels/check.h"
 
@@ -41,7 +43,9 @@ P* At(P* base, size_t index, DataType t) {
 absl::Status CheckFlat(const char* what, const void* p, DataType t, absl::Span<const TensorRef> tensors) {
   RETURN_IF_ERROR(CheckDtype(std::string(what) + "_dtype", t, /*allow_float64=*/true));
   size_t total = 0;
-  for (const TensorRef& x : tensors) total += x.count;
+  for (const TensorRef& x : tensors) {
+    ASSIGN_OR_RETURN(total, CheckedAdd(absl::StrCat("the elements packed into ", what), total, x.count));
+  }
   return CheckBuffer(what, p, total, t);
 }
 
@@ -49,12 +53,14 @@ absl::Status CheckFlat(const char* what, const void* p, DataType t, absl::Span<c
 absl::StatusOr<std::vector<size_t>> Chunks(const char* what, absl::Span<const TensorRef> tensors, int world,
                                            const size_t* chunk_counts) {
   if (world <= 0) return InvalidArgument("world = %d must be positive", world);
+  if (world > kMaxRanks) return InvalidArgument("world = %d is more ranks than weft supports (%d)", world, kMaxRanks);
   std::vector<size_t> chunk(tensors.size());
   const size_t w = static_cast<size_t>(world);
   for (size_t i = 0; i < tensors.size(); ++i) {
     chunk[i] = chunk_counts != nullptr ? chunk_counts[i] : (tensors[i].count + w - 1) / w;
-    if (chunk_counts != nullptr && chunk[i] != 0 && chunk[i] > SIZE_MAX / w) {
-      return InvalidArgument("chunk_counts[%zu] = %zu times world = %d overflows", i, chunk[i], world);
+    if (chunk_counts != nullptr && chunk[i] != 0 && chunk[i] > kMaxBufferBytes / w) {
+      return InvalidArgument("chunk_counts[%zu] = %zu times world = %d is more elements than any buffer holds", i,
+                             chunk[i], world);
     }
     if (chunk[i] * w < tensors[i].count) {
       return InvalidArgument("chunk_counts[%zu] = %zu with world = %d does not cover %s[%zu].count = %zu", i,
@@ -62,6 +68,21 @@ absl::StatusOr<std::vector<size_t>> Chunks(const char* what, absl::Span<const Te
     }
   }
   return chunk;
+}
+
+// The sum of the chunks (one rank's slab), refusing one whose world
+// copies are more elements than any buffer holds.
+absl::StatusOr<size_t> Slab(const std::vector<size_t>& chunk, int world) {
+  size_t slab = 0;
+  for (size_t c : chunk) {
+    if (c > kMaxBufferBytes - slab) return InvalidArgument("the chunks' sum overflows");
+    slab += c;
+  }
+  if (slab > kMaxBufferBytes / static_cast<size_t>(world)) {
+    return InvalidArgument("the chunks (%zu elements per rank) times world = %d are more elements than any buffer "
+                           "holds", slab, world);
+  }
+  return slab;
 }
 
 }  // namespace
@@ -77,6 +98,7 @@ absl::Status PlanFlatten(absl::Span<const TensorRef> srcs, void* dst, DataType d
   size_t packed = 0;
   for (size_t i = 0; i < srcs.size(); ++i) {
     const size_t base = offsets != nullptr ? offsets[i] : packed;
+    if (offsets != nullptr) RETURN_IF_ERROR(CheckOffset("dst", dst, dst_t, i, base, "srcs", srcs[i].count));
     Add(list, static_cast<int>(i), srcs[i].data, srcs[i].dtype, At(dst, base, dst_t), dst_t, srcs[i].count);
     packed += srcs[i].count;
   }
@@ -94,6 +116,7 @@ absl::Status PlanUnflatten(const void* src, DataType src_t, const size_t* offset
   size_t packed = 0;
   for (size_t i = 0; i < dsts.size(); ++i) {
     const size_t base = offsets != nullptr ? offsets[i] : packed;
+    if (offsets != nullptr) RETURN_IF_ERROR(CheckOffset("src", src, src_t, i, base, "dsts", dsts[i].count));
     Add(list, static_cast<int>(i), At(src, base, src_t), src_t, dsts[i].data, dsts[i].dtype, dsts[i].count);
     packed += dsts[i].count;
   }
@@ -105,8 +128,7 @@ absl::Status PlanChunkCat(absl::Span<const TensorRef> srcs, int world, const siz
   RETURN_IF_ERROR(CheckTensors("srcs", srcs, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckDtype("dst_dtype", dst_t, /*allow_float64=*/true));
   ASSIGN_OR_RETURN(std::vector<size_t> chunk, Chunks("srcs", srcs, world, chunk_counts));
-  size_t slab = 0;
-  for (size_t c : chunk) slab += c;
+  ASSIGN_OR_RETURN(const size_t slab, Slab(chunk, world));
   RETURN_IF_ERROR(CheckBuffer("dst", dst, slab * static_cast<size_t>(world), dst_t));
   Reset(list);
   list.src_label = "srcs";
@@ -132,8 +154,7 @@ absl::Status PlanChunkSplit(const void* src, DataType src_t, int world, const si
   RETURN_IF_ERROR(CheckTensors("dsts", dsts, /*allow_float64=*/true));
   RETURN_IF_ERROR(CheckDtype("src_dtype", src_t, /*allow_float64=*/true));
   ASSIGN_OR_RETURN(std::vector<size_t> chunk, Chunks("dsts", dsts, world, chunk_counts));
-  size_t slab = 0;
-  for (size_t c : chunk) slab += c;
+  ASSIGN_OR_RETURN(const size_t slab, Slab(chunk, world));
   RETURN_IF_ERROR(CheckBuffer("src", src, slab * static_cast<size_t>(world), src_t));
   Reset(list);
   list.src_label = "src region of dsts";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/limits.h"
 #include "core/status.h"
 
 namespace weft {
@@ -10,6 +11,7 @@ namespace shard {
 namespace {
 
 constexpr size_t kMax = std::numeric_limits<size_t>::max();
+constexpr size_t kMaxFloats = kMaxBufferBytes / sizeof(float);
 
 absl::StatusOr<size_t> Numel(const ParamSpec& p, int i) {
   size_t n = 1;
@@ -23,6 +25,11 @@ absl::StatusOr<size_t> Numel(const ParamSpec& p, int i) {
       return InvalidArgument("params[%d] (\"%s\"): element count overflows size_t", i, p.name);
     }
     n *= static_cast<size_t>(dim);
+  }
+  // Master shards, gradient shards and full checkpoints are float32.
+  if (n > kMaxFloats) {
+    return InvalidArgument("params[%d] (\"%s\"): %zu elements are more float32 bytes than any buffer holds (%zu at "
+                           "most)", i, p.name, n, kMaxBufferBytes);
   }
   return n;
 }
@@ -49,6 +56,11 @@ absl::StatusOr<ShardLayout> PlanShards(absl::Span<const ParamSpec> params, int w
     l.numel.push_back(n);
     RETURN_IF_ERROR(AddChecked(l.total_numel, n, "the group's element count"));
   }
+  // With padding the unsharded buffer holds at most world - 1 more.
+  if (l.total_numel > kMaxFloats - (w - 1)) {
+    return InvalidArgument("the group's %zu elements are more float32 bytes than any buffer holds (%zu at most)",
+                           l.total_numel, kMaxBufferBytes);
+  }
   if (kind == LayoutKind::kFlat) {
     size_t at = 0;
     for (size_t n : l.numel) {
@@ -71,7 +83,10 @@ absl::StatusOr<ShardLayout> PlanShards(absl::Span<const ParamSpec> params, int w
     if (row != 0 && rows > kMax / row) return InvalidArgument("params[%zu]: chunk size overflows size_t", i);
     RETURN_IF_ERROR(AddChecked(l.shard_numel, rows * row, "the shard's element count"));
   }
-  if (l.shard_numel > kMax / w) return InvalidArgument("the unsharded buffer's element count overflows size_t");
+  if (l.shard_numel > kMaxFloats / w) {
+    return InvalidArgument("the unsharded buffer (%zu elements per rank times world = %d) is more float32 bytes than "
+                           "any buffer holds (%zu at most)", l.shard_numel, world, kMaxBufferBytes);
+  }
   return l;
 }
 

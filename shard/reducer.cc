@@ -392,6 +392,10 @@ absl::StatusOr<int> Reducer::GradBucket(int index) const {
 absl::StatusOr<bool> Reducer::GradUsed(int index) const {
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(CheckIndex(index));
+  if (!options_.find_unused) {
+    return InvalidUsage("GetGradUsed: the reducer was created without find_unused, so it does not track which "
+                        "gradients were used");
+  }
   return used_anywhere_[index] != 0;
 }
 

@@ -181,6 +181,7 @@ class Reducer {
   absl::StatusOr<void*> GradSlot(int index) const;
   absl::StatusOr<int> GradBucket(int index) const;
   // After a Finalize in find-unused mode: whether any rank used the gradient.
+  // InvalidUsage without find_unused (nothing tracks it).
   absl::StatusOr<bool> GradUsed(int index) const;
   // Incremented each time the buckets are re-planned.
   int layout_version() const;

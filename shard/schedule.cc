@@ -61,6 +61,14 @@ absl::Status ShardSchedule::CheckCall(const char* what, ShardGroup* g) const {
   return absl::OkStatus();
 }
 
+absl::Status ShardSchedule::CheckOpen(const char* post, const char* pre,
+                                      const absl::flat_hash_map<ShardGroup*, int>& open, ShardGroup* g) const {
+  auto it = open.find(g);
+  if (it != open.end() && it->second > 0) return absl::OkStatus();
+  return InvalidUsage("%s of a group with no %s of it open in this step (each %s follows its group's %s)", post, pre,
+                      post, pre);
+}
+
 void* ShardSchedule::full(ShardGroup* g) const {
   auto it = held_.find(g);
   if (it == held_.end()) return nullptr;
@@ -132,6 +140,8 @@ absl::Status ShardSchedule::Drop(ShardGroup* g) {
 absl::Status ShardSchedule::BeginStep() {
   if (in_step_) return InvalidUsage("BeginStep: the last step was not ended (call EndStep)");
   in_step_ = true;
+  open_forward_.clear();
+  open_backward_.clear();
   max_gathered_ = gathered();
   // The optimizer has updated the shards on the caller's side: gathers come after.
   RETURN_IF_ERROR(streams_->AfterCaller());
@@ -158,35 +168,44 @@ absl::Status ShardSchedule::PreForward(ShardGroup* g) {
     order_.push_back(g);
   }
   RETURN_IF_ERROR(Ready(g));
+  ++open_forward_[g];
   Prefetch(g, +1);
   return absl::OkStatus();
 }
 
 absl::Status ShardSchedule::PostForward(ShardGroup* g) {
   RETURN_IF_ERROR(CheckCall("PostForward", g));
-  return ReleaseAfterForward(g);
+  RETURN_IF_ERROR(CheckOpen("PostForward", "PreForward", open_forward_, g));
+  RETURN_IF_ERROR(ReleaseAfterForward(g));
+  --open_forward_[g];
+  return absl::OkStatus();
 }
 
 absl::Status ShardSchedule::PreBackward(ShardGroup* g) {
   RETURN_IF_ERROR(CheckCall("PreBackward", g));
   RETURN_IF_ERROR(Ready(g));
+  ++open_backward_[g];
   Prefetch(g, -1);
   return absl::OkStatus();
 }
 
 absl::Status ShardSchedule::PostBackward(ShardGroup* g, absl::Span<const kernels::TensorRef> grads) {
   RETURN_IF_ERROR(CheckCall("PostBackward", g));
+  RETURN_IF_ERROR(CheckOpen("PostBackward", "PreBackward", open_backward_, g));
   ASSIGN_OR_RETURN(void* stream, streams_->Comm(*g));
   RETURN_IF_ERROR(streams_->AfterCaller());  // the caller produced the gradients
   RETURN_IF_ERROR(g->ReduceGrads(grads, stream));
+  --open_backward_[g];  // the reduction is enqueued: this Post call has happened
   return Release(g);
 }
 
 absl::Status ShardSchedule::PostBackwardFlat(ShardGroup* g, void* grads, DataType t) {
   RETURN_IF_ERROR(CheckCall("PostBackwardFlat", g));
+  RETURN_IF_ERROR(CheckOpen("PostBackwardFlat", "PreBackward", open_backward_, g));
   ASSIGN_OR_RETURN(void* stream, streams_->Comm(*g));
   RETURN_IF_ERROR(streams_->AfterCaller());  // the caller produced the gradients
   RETURN_IF_ERROR(g->ReduceGradsFlat(grads, t, stream));
+  --open_backward_[g];
   return Release(g);
 }
 

@@ -103,6 +103,8 @@ class ShardSchedule {
   // Returns when g's parameters are gathered (CUDA: once the caller's stream
   // waits for the gather).
   absl::Status PreForward(ShardGroup* g);
+  // Each Post call follows a Pre call of the same group in the same step
+  // (InvalidUsage otherwise, changing nothing).
   absl::Status PostForward(ShardGroup* g);
   absl::Status PreBackward(ShardGroup* g);
   // Enqueues the reduction of g's gradients, then releases g (ZeRO-3).
@@ -137,6 +139,10 @@ class ShardSchedule {
     bool pending = false;    // the caller has not been ordered after the gather yet
   };
   absl::Status CheckCall(const char* what, ShardGroup* g) const;
+  // A Post call closes one Pre call of its group in this step (`open` counts
+  // them): InvalidUsage when none is open. Closed once the Post call succeeded.
+  absl::Status CheckOpen(const char* post, const char* pre, const absl::flat_hash_map<ShardGroup*, int>& open,
+                         ShardGroup* g) const;
   absl::Status Gather(ShardGroup* g);   // enqueue unless already gathered or in flight
   absl::Status Ready(ShardGroup* g);    // wait for its gather
   absl::Status Release(ShardGroup* g);  // ZeRO-3 only
@@ -153,6 +159,8 @@ class ShardSchedule {
   absl::flat_hash_map<ShardGroup*, Held> held_;
   absl::flat_hash_map<ShardGroup*, int> position_;
   absl::flat_hash_map<ShardGroup*, bool> reshard_after_forward_;  // per-group overrides
+  // Pre calls of this step not yet matched by their Post call, per group.
+  absl::flat_hash_map<ShardGroup*, int> open_forward_, open_backward_;
   int max_gathered_ = 0;
 };
 

@@ -53,7 +53,9 @@ enum Kind : int64_t {
   kReduce,
   kGather,
   kScatter,
-  kAllToAllv
+  kAllToAllv,
+  kBarrier,
+  kSplit
 };
 
 const char* KindName(int64_t k) {
@@ -69,6 +71,8 @@ const char* KindName(int64_t k) {
     case kGather: return "gather";
     case kScatter: return "scatter";
     case kAllToAllv: return "all_to_all";
+    case kBarrier: return "barrier";
+    case kSplit: return "split";
   }
   return "collective";
 }
@@ -82,6 +86,7 @@ int64_t Signature(Kind kind, DataType t, RedOp op = RedOp::kSum, int root = -1) 
 std::string Describe(const Slot& slot) {
   const int64_t count = slot.a, sig = slot.b;
   const Kind kind = static_cast<Kind>(sig >> 32);
+  if (kind == kBarrier || kind == kSplit) return KindName(kind);
   std::string s = absl::StrFormat("%s of %d %s", KindName(kind), count,
                                   Name(static_cast<DataType>(sig & 0xff)));
   if (kind == kAllReduceReady) {
@@ -396,6 +401,17 @@ absl::Status InProcComm::DoAllToAllv(const void* send, const std::vector<size_t>
     std::memcpy(dst, src, e - b);
   });
   return absl::OkStatus();
+}
+
+// A barrier and a split publish a signature like any collective, so that a
+// rank in one of them while a peer is in an all-reduce fails alike with the
+// peer instead of reading a slot the peer never filled.
+absl::Status InProcComm::DoBarrier() { return Publish(nullptr, nullptr, 0, Signature(kBarrier, DataType::kUint8)); }
+
+// Color and key ride in `d`, which is not compared.
+absl::Status InProcComm::PublishSplit(int color, int key) {
+  const uint64_t packed = static_cast<uint64_t>(static_cast<uint32_t>(color)) << 32 | static_cast<uint32_t>(key);
+  return Publish(nullptr, nullptr, 0, Signature(kSplit, DataType::kUint8), 0, packed);
 }
 
 }  // namespace inproc

@@ -116,19 +116,15 @@ void World::ForgetSplit(uint64_t seq) {
 InProcComm::InProcComm(std::shared_ptr<World> world, int rank, const CommOptions& options)
     : Communicator(rank, world->size(), options), world_(std::move(world)), src_(size()), dst_(size()) {}
 
-absl::Status InProcComm::DoBarrier() { return Arrive(); }
-
 absl::StatusOr<std::unique_ptr<Communicator>> InProcComm::DoSplit(int color, int key) {
-  const uint64_t seq = splits_++;
-  Slot& mine = world_->slot(rank());
-  mine.a = color;
-  mine.b = key;
-  RETURN_IF_ERROR(Arrive());
+  RETURN_IF_ERROR(PublishSplit(color, key));
+  const uint64_t seq = splits_++;  // counted once every rank is known to be in this split
   // Members of my color, ordered by (key, old rank).
   std::vector<std::pair<int64_t, int>> members;
   for (int r = 0; r < size(); ++r) {
-    const Slot& s = world_->slot(r);
-    if (color >= 0 && s.a == color) members.emplace_back(s.b, r);
+    const uint64_t d = world_->slot(r).d;
+    const int c = static_cast<int>(static_cast<uint32_t>(d >> 32)), k = static_cast<int>(static_cast<uint32_t>(d));
+    if (color >= 0 && c == color) members.emplace_back(k, r);
   }
   std::sort(members.begin(), members.end());
   std::unique_ptr<Communicator> out;

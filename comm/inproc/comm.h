@@ -30,10 +30,10 @@ namespace inproc {
 struct Slot {
   const void* send = nullptr;
   void* recv = nullptr;
-  int64_t a = 0;  // split: color; collectives: the count
-  int64_t b = 0;  // split: key; collectives: type, op and root (Signature)
+  int64_t a = 0;  // the count
+  int64_t b = 0;  // the kind of call, type, op and root (Signature)
   uint64_t c = 0;  // pieces: a hash of their offsets and counts; all_reduce_ready: upto (in parts: hashed with them)
-  uint64_t d = 0;  // all_reduce_ready: how far this rank has its buffer ready (not compared)
+  uint64_t d = 0;  // all_reduce_ready: how far this rank has its buffer ready; split: color and key (not compared)
 };
 
 class World {
@@ -145,6 +145,8 @@ class InProcComm final : public Communicator {
   // roots or piece layouts (`offer` may differ).
   absl::Status Publish(const void* send, void* recv, size_t count, int64_t signature, uint64_t layout = 0,
                        uint64_t offer = 0);
+  // Publishes a split's color and key (compared as a call, not as values).
+  absl::Status PublishSplit(int color, int key);
   // The all-reduce of `count` elements from every rank's published send to
   // its recv, in shared chunks.
   void AllReduceShared(size_t count, DataType t, RedOp op);

@@ -31,17 +31,34 @@ void Abandon(std::vector<MPI_Request>& reqs) {
 
 absl::Status CheckMpi(int rc, const char* call, int peer) {
   if (rc == MPI_SUCCESS) return absl::OkStatus();
-  if (peer >= 0) return SystemError("%s (peer rank %d) failed: %s", call, peer, ErrorString(rc));
+  if (peer >= 0) {
+    return SystemError("%s (peer rank %d) failed: %s (the peer may have exited or lost its connection)", call, peer,
+                       ErrorString(rc));
+  }
   return SystemError("%s failed: %s", call, ErrorString(rc));
 }
 
-absl::StatusOr<int> Poller::Some(int n, MPI_Request* reqs, int* done) {
+absl::StatusOr<int> Poller::Some(int n, MPI_Request* reqs, int* done, MPI_Status* statuses) {
   for (;;) {
     int count = 0;
     int rc;
     {
       CallLock lock;
-      rc = MPI_Testsome(n, reqs, &count, done, MPI_STATUSES_IGNORE);
+      rc = MPI_Testsome(n, reqs, &count, done, statuses);
+    }
+    if (rc == MPI_ERR_IN_STATUS && statuses != MPI_STATUSES_IGNORE) {
+      for (int k = 0; k < count; ++k) {
+        const MPI_Status& st = statuses[k];
+        if (st.MPI_ERROR == MPI_SUCCESS) continue;
+        int cls = st.MPI_ERROR;
+        MPI_Error_class(st.MPI_ERROR, &cls);
+        if (cls == MPI_ERR_TRUNCATE) {
+          return InvalidUsage("a message from rank %d has more bytes than the receive this collective posted for "
+                              "it: the ranks passed different arguments (count, type, root) or issued different "
+                              "collectives", st.MPI_SOURCE);
+        }
+        return CheckMpi(st.MPI_ERROR, "a point-to-point transfer", st.MPI_SOURCE);
+      }
     }
     RETURN_IF_ERROR(CheckMpi(rc, "MPI_Testsome"));
     if (count == MPI_UNDEFINED) return InternalError("polled %d requests, none active", n);
@@ -75,6 +92,7 @@ struct Slot {
   int step = 0;
   bool busy = false;
   int from = -1, to = -1;  // peers of the transfers in flight, for messages
+  size_t recv_bytes = 0;   // what the receive was posted for
 };
 
 class Runner {
@@ -83,15 +101,18 @@ class Runner {
       : s_(s), w_(w), lanes_(s.lanes()), steps_(s.steps()),
         window_(static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(window, 1)), lanes_))),
         slots_(static_cast<size_t>(window_)), reqs_(2 * slots_.size(), MPI_REQUEST_NULL), done_(reqs_.size()),
+        statuses_(reqs_.size()),
         poller_(w) {}
 
   absl::Status Run() {
     if (lanes_ == 0 || steps_ == 0) return absl::OkStatus();
     for (int i = 0; i < window_; ++i) RETURN_IF_ERROR(Fail(Start(i, static_cast<size_t>(i))));
     while (active_ > 0) {
-      absl::StatusOr<int> got = poller_.Some(static_cast<int>(reqs_.size()), reqs_.data(), done_.data());
+      absl::StatusOr<int> got =
+          poller_.Some(static_cast<int>(reqs_.size()), reqs_.data(), done_.data(), statuses_.data());
       if (!got.ok()) return Fail(Describe(got.status()));
       for (int k = 0; k < *got; ++k) {
+        if (done_[k] % 2 == 0) RETURN_IF_ERROR(Fail(CheckReceived(slots_[done_[k] / 2], statuses_[k])));
         const int i = done_[k] / 2;
         Slot& sl = slots_[i];
         if (!sl.busy || reqs_[2 * i] != MPI_REQUEST_NULL || reqs_[2 * i + 1] != MPI_REQUEST_NULL) continue;
@@ -118,7 +139,7 @@ class Runner {
       return absl::OkStatus();
     }
     Slot& sl = slots_[slot];
-    sl = {lane, step, true, t.from, t.to};
+    sl = {lane, step, true, t.from, t.to, t.recv_bytes};
     CallLock lock;
     // The receive goes first so a rendezvous send from the peer matches at once.
     if (t.from >= 0) {
@@ -130,6 +151,17 @@ class Runner {
                                          &reqs_[2 * slot + 1]), "MPI_Isend", t.to));
     }
     return absl::OkStatus();
+  }
+
+  // A receive must bring exactly what it was posted for: a shorter message is
+  // another call's (a rank whose arguments differ), not this one's data.
+  absl::Status CheckReceived(const Slot& sl, const MPI_Status& st) const {
+    int got = 0;
+    MPI_Get_count(&st, MPI_BYTE, &got);
+    if (static_cast<size_t>(got) == sl.recv_bytes) return absl::OkStatus();
+    return InvalidUsage("rank %d: a message from rank %d has %d bytes where this collective expects %zu: the ranks "
+                        "passed different arguments (count, type, root) or issued different collectives", w_.rank,
+                        sl.from, got, sl.recv_bytes);
   }
 
   // A timeout names the peers this rank was waiting on.
@@ -158,6 +190,7 @@ class Runner {
   std::vector<Slot> slots_;
   std::vector<MPI_Request> reqs_;  // slot i: [2i] receive, [2i+1] send
   std::vector<int> done_;
+  std::vector<MPI_Status> statuses_;  // of done_'s requests
   Poller poller_;
   int active_ = 0;
 };

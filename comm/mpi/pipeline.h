@@ -49,8 +49,10 @@ class Poller {
  public:
   explicit Poller(const WaitSpec& w) : backoff_(w) {}
   // Tests reqs[0..n): the number completed (their indices in `done`, and
-  // reqs set to MPI_REQUEST_NULL), after backing off while none is.
-  absl::StatusOr<int> Some(int n, MPI_Request* reqs, int* done);
+  // reqs set to MPI_REQUEST_NULL), after backing off while none is. With
+  // `statuses`, theirs go there, and a completion in error (a truncated
+  // receive, a peer that failed) is an error naming it.
+  absl::StatusOr<int> Some(int n, MPI_Request* reqs, int* done, MPI_Status* statuses = MPI_STATUSES_IGNORE);
 
  private:
   Backoff backoff_;

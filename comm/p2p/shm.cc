@@ -1,6 +1,7 @@
 #include "comm/p2p/shm.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -51,6 +52,12 @@ constexpr size_t kReadyWords = 3;
 std::atomic_ref<uint64_t> ReadyWord(void* region, uint64_t call, size_t i) {
   auto* words = reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(region) + 64);
   return std::atomic_ref<uint64_t>(words[(call % 2) * kReadyWords + i]);
+}
+
+// Each rank's process id, in its control page's third cache line: a rank
+// that times out waiting for a peer checks whether that process still exists.
+std::atomic_ref<int64_t> PidWord(void* region) {
+  return std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(static_cast<unsigned char*>(region) + 128));
 }
 
 // Creates, sizes and maps a fresh segment (rank 0); its name goes in
@@ -139,6 +146,10 @@ absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(int rank, int size, siz
 
   // Use the segment only if every rank mapped it; after this all have
   // tried, so rank 0 can unlink the name.
+  if (base != nullptr) {
+    PidWord(static_cast<unsigned char*>(base) + Stride(round_bytes) * static_cast<size_t>(rank))
+        .store(getpid(), std::memory_order_relaxed);  // the agreement below publishes it
+  }
   int ok = base != nullptr ? 1 : 0;
   absl::Status agreed = Annotate(bootstrap.all_min(&ok), "agreeing on the shared-memory segment");
   if (rank == 0 && name[0] != '\0') shm_unlink(name);
@@ -170,6 +181,17 @@ void* NodeShm::Accum(size_t bytes) {
   return accum_.data();
 }
 
+// A wait for rank q ended with `s`. A timeout whose peer's process no longer
+// exists says so: that is no mismatch of calls, and waiting longer cannot help.
+absl::Status NodeShm::PeerGone(void* region, int q, const absl::Status& s) const {
+  const auto pid = static_cast<pid_t>(PidWord(region).load(std::memory_order_relaxed));
+  if (absl::IsDeadlineExceeded(s) && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+    return RemoteError("rank %d: rank %d (pid %d on this node) has exited; this collective cannot complete", rank_,
+                       q, static_cast<int>(pid));
+  }
+  return Annotate(s, absl::StrFormat("waiting for rank %d at a shared-memory barrier", q));
+}
+
 absl::Status NodeShm::Barrier(const Patience& w) {
   ++epoch_;
   const size_t stride = Stride(round_bytes_);
@@ -181,7 +203,7 @@ absl::Status NodeShm::Barrier(const Patience& w) {
     std::atomic_ref<uint64_t> flag = Flag(base + stride * static_cast<size_t>(q));
     while (flag.load(std::memory_order_acquire) < epoch_) {
       absl::Status s = backoff.Idle();
-      if (!s.ok()) return Annotate(s, absl::StrFormat("waiting for rank %d at a shared-memory barrier", q));
+      if (!s.ok()) return PeerGone(base + stride * static_cast<size_t>(q), q, s);
     }
     backoff.Progress();
   }

@@ -99,6 +99,9 @@ class NodeShm {
 
  private:
   NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped);
+  // A wait for rank q (its control region) that ended with `s`: says so
+  // when q's process has exited.
+  absl::Status PeerGone(void* region, int q, const absl::Status& s) const;
   // Rank q's staging buffer for round `round` (counted across calls).
   unsigned char* Buf(int q, uint64_t round) const;
   // The all-reduce of `count` elements: read(off, n, dst) stages logical

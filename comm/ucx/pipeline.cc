@@ -25,6 +25,7 @@ struct Slot {
   int from = -1, to = -1;
   void* recv = nullptr;  // UCP requests in flight (null: done or none)
   void* send = nullptr;
+  size_t recv_bytes = 0;  // what the receive was posted for
 };
 
 class Runner {
@@ -55,7 +56,7 @@ class Runner {
         for (size_t i = 0; i < slots_.size(); ++i) {
           Slot& sl = slots_[i];
           if (!sl.busy) continue;
-          RETURN_IF_ERROR(Reap(&sl.recv, "receive from", sl.from));
+          RETURN_IF_ERROR(ReapReceive(sl));
           RETURN_IF_ERROR(Reap(&sl.send, "send to", sl.to));
           if (sl.recv == nullptr && sl.send == nullptr) done_.push_back(static_cast<int>(i));
         }
@@ -84,10 +85,37 @@ class Runner {
     if (st == UCS_INPROGRESS) return absl::OkStatus();
     ucp_request_free(*req);
     *req = nullptr;
+    return Failed(st, what, peer);
+  }
+
+  // A receive as Reap, which must also bring exactly what it was posted for:
+  // a shorter message is another call's (a rank whose arguments differ).
+  absl::Status ReapReceive(Slot& sl) {
+    if (sl.recv == nullptr) return absl::OkStatus();
+    ucp_tag_recv_info_t info;
+    std::memset(&info, 0, sizeof(info));
+    const ucs_status_t st = ucp_tag_recv_request_test(sl.recv, &info);
+    if (st == UCS_INPROGRESS) return absl::OkStatus();
+    ucp_request_free(sl.recv);
+    sl.recv = nullptr;
+    RETURN_IF_ERROR(Failed(st, "receive from", sl.from));
+    if (info.length == sl.recv_bytes) return absl::OkStatus();
+    return InvalidUsage("rank %d: a message from rank %d has %zu bytes where this collective expects %zu: the ranks "
+                        "passed different arguments (count, type, root) or issued different collectives", link_.rank,
+                        sl.from, static_cast<size_t>(info.length), sl.recv_bytes);
+  }
+
+  absl::Status Failed(ucs_status_t st, const char* what, int peer) const {
     if (st == UCS_OK) return absl::OkStatus();
     if (st == UCS_ERR_MESSAGE_TRUNCATED) {
-      return InvalidUsage("rank %d: a message from rank %d was longer than expected: did every rank issue the same "
-                          "collectives with the same counts and types in the same order?", link_.rank, peer);
+      return InvalidUsage("rank %d: a message from rank %d has more bytes than the receive this collective posted "
+                          "for it: the ranks passed different arguments (count, type, root) or issued different "
+                          "collectives", link_.rank, peer);
+    }
+    if (st == UCS_ERR_CONNECTION_RESET || st == UCS_ERR_ENDPOINT_TIMEOUT || st == UCS_ERR_UNREACHABLE ||
+        st == UCS_ERR_REJECTED) {
+      return RemoteError("rank %d: UCX %s rank %d failed: %s: rank %d has exited or lost its connection", link_.rank,
+                         what, peer, ucs_status_string(st), peer);
     }
     return SystemError("rank %d: UCX %s rank %d failed: %s", link_.rank, what, peer, ucs_status_string(st));
   }
@@ -106,6 +134,7 @@ class Runner {
     sl.busy = true;
     sl.from = t.from;
     sl.to = t.to;
+    sl.recv_bytes = t.recv_bytes;
     Node::Lock lock(*link_.node);
     ucp_request_param_t param;
     std::memset(&param, 0, sizeof(param));
@@ -113,7 +142,8 @@ class Runner {
     if (t.from >= 0) {
       ucs_status_ptr_t r = ucp_tag_recv_nbx(link_.node->worker(), t.recv, t.recv_bytes,
                                             MakeTag(link_.id, t.from, t.tag), kFullMask, &param);
-      if (UCS_PTR_IS_ERR(r)) return Posting("ucp_tag_recv_nbx from", t.from, UCS_PTR_STATUS(r));
+      // A message already waiting may fail the receive at once (truncated, say).
+      if (UCS_PTR_IS_ERR(r)) return Failed(UCS_PTR_STATUS(r), "receive from", t.from);
       sl.recv = r;
     }
     if (t.to >= 0) {

@@ -282,6 +282,11 @@ class FullyShardedDataParallel(torch.nn.Module):
             # CUDA: the root's reduction too goes on the schedule's stream, after its others on the same
             # communicator, rather than on the compute stream beside them (weft.h: no other collectives
             # on the groups' communicators from elsewhere during a step).
+            if not unit.hooked_backward:
+                # Its backward never ran (outputs unused, or no forward this step): the schedule's
+                # post_backward follows a pre_backward of the group.
+                unit.hooked_backward = True
+                self._schedule.pre_backward(unit.group)
             self._schedule.post_backward(unit.group, grads)  # keeps grads; stage 3: reshards
 
     def _end_backward(self):
@@ -292,6 +297,7 @@ class FullyShardedDataParallel(torch.nn.Module):
         for unit in self._units:
             unit.keep = None
             unit.reduced = False
+            unit.hooked_backward = False
             for v in unit.views:
                 v.grad = None
             if unit.shard_param.grad is None or unit.shard_param.grad.data_ptr() != unit.grad.data_ptr():

@@ -12,6 +12,7 @@ made from several Python threads run concurrently.
 
 import ctypes
 import glob
+import operator
 import os
 
 SUCCESS = 0
@@ -61,22 +62,66 @@ lib = _load()
 c_int_p = ctypes.POINTER(ctypes.c_int)
 c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 
+# ctypes stores a Python int that does not fit a C integer argument or field
+# modulo its width, silently (root=2**32 + 1 would become root 1): every int
+# passed to C goes through checked_int first.
+_INT_TYPES = (ctypes.c_byte, ctypes.c_ubyte, ctypes.c_short, ctypes.c_ushort, ctypes.c_int, ctypes.c_uint,
+              ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong, ctypes.c_ulonglong)
 
-class Config(ctypes.Structure):
+
+def _int_range(ctype):
+    bits = 8 * ctypes.sizeof(ctype)
+    if ctype(-1).value < 0:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def checked_int(value, ctype, what):
+    """value unchanged, or a ValueError naming `what` when it is an integer outside ctype's range."""
+    if ctype not in _INT_TYPES or isinstance(value, ctypes._SimpleCData) or not hasattr(value, "__index__"):
+        return value
+    v = operator.index(value)
+    lo, hi = _int_range(ctype)
+    if not lo <= v <= hi:
+        raise ValueError("weft: %s = %d does not fit a C %s (%d..%d)" % (what, v, ctype.__name__, lo, hi))
+    return v
+
+
+class Struct(ctypes.Structure):
+    """A ctypes.Structure whose integer fields refuse values they cannot hold."""
+
+    def __init__(self, *args, **kwargs):
+        fields = [f[:2] for f in self._fields_]
+        args = [checked_int(a, t, "%s.%s" % (type(self).__name__, n)) for a, (n, t) in zip(args, fields)]
+        types = dict(fields)
+        for n, v in kwargs.items():
+            kwargs[n] = checked_int(v, types.get(n), "%s.%s" % (type(self).__name__, n))
+        super().__init__(*args, **kwargs)
+
+    def __setattr__(self, name, value):
+        for f in self._fields_:
+            if f[0] == name:
+                value = checked_int(value, f[1], "%s.%s" % (type(self).__name__, name))
+                break
+        super().__setattr__(name, value)
+
+
+class Config(Struct):
     """weftConfig_t."""
     _fields_ = [("size", ctypes.c_size_t), ("backend", ctypes.c_int), ("memory", ctypes.c_int),
                 ("timeout_ms", ctypes.c_int), ("cuda_device", ctypes.c_int), ("segment_bytes", ctypes.c_size_t)]
 
     def __init__(self, backend=0, timeout_ms=0, memory=0, cuda_device=-1):
-        super().__init__(ctypes.sizeof(Config), backend, memory, timeout_ms, cuda_device, 0)
+        super().__init__(ctypes.sizeof(Config), backend, memory, checked_int(timeout_ms, ctypes.c_int, "timeout_ms"),
+                         cuda_device, 0)
 
 
-class Tensor(ctypes.Structure):
+class Tensor(Struct):
     """weftTensor_t."""
     _fields_ = [("data", ctypes.c_void_p), ("count", ctypes.c_size_t), ("dtype", ctypes.c_int)]
 
 
-class ReducerConfig(ctypes.Structure):
+class ReducerConfig(Struct):
     """weftReducerConfig_t; defaults are WEFT_REDUCER_CONFIG_INITIALIZER's."""
     _fields_ = [("size", ctypes.c_size_t), ("bucket_cap_bytes", ctypes.c_size_t),
                 ("first_bucket_cap_bytes", ctypes.c_size_t), ("comm_dtype", ctypes.c_int),
@@ -132,4 +177,8 @@ def check(code):
 
 
 def call(name, *args):
-    check(getattr(lib, name)(*args))
+    fn = getattr(lib, name)
+    types = fn.argtypes or ()
+    args = [checked_int(a, t, "%s argument %d" % (name, i + 1)) for i, (a, t) in enumerate(zip(args, types))] + \
+        list(args[len(types):])
+    check(fn(*args))

@@ -71,6 +71,10 @@ def describe(x, what="tensor", memory="host"):
             raise TypeError("weft: numpy dtype %s is not supported (one of %s)" % (name, ", ".join(DTYPES)))
         if not x.flags["WRITEABLE"]:
             raise ValueError("weft: %s is read-only" % what)
+        if not x.dtype.isnative:
+            # weft reads the bytes in this machine's order: the sums would be of other numbers.
+            raise ValueError("weft: %s has non-native byte order (dtype %s); convert it first, e.g. "
+                             "x.astype(x.dtype.newbyteorder(\"=\"))" % (what, x.dtype.str))
         return x.ctypes.data, x.size, DTYPES.index(name)
     raise TypeError("weft: %s must be a torch.Tensor or numpy.ndarray, not %s" % (what, type(x).__name__))
 
@@ -104,6 +108,15 @@ def stream_handle(stream, memory, device=None, what="stream"):
         return stream.cuda_stream or None
     raise ValueError("weft: %s = %r on CUDA memory: pass a torch.cuda.Stream, an int cudaStream_t or None "
                      "(torch's current stream)" % (what, stream))
+
+
+def keep_alive(stream, *objs):
+    """Host work enqueued on a weft.Stream reads and writes its tensors later, on the stream's thread:
+    the stream holds them until it is synchronised (or found idle), so a caller that drops them
+    does not free memory the work still uses."""
+    from .stream import Stream
+    if isinstance(stream, Stream):
+        stream._hold(objs)
 
 
 def _ordinal(device):

@@ -23,7 +23,7 @@ the same order; do not issue on one communicator from two threads at once.
 import ctypes
 
 from . import _lib
-from ._tensors import MEMORY_KINDS, describe, op_code, stream_handle
+from ._tensors import MEMORY_KINDS, describe, keep_alive, op_code, stream_handle
 
 BACKENDS = {"auto": 0, "inprocess": 1, "mpi": 2, "nccl": 3, "ucx": 4}
 
@@ -67,7 +67,9 @@ class Communicator:
                                      (what, x.device, self.device))
             if out.device != tensor.device:
                 raise ValueError("weft: out is on %s, tensor on %s" % (out.device, tensor.device))
-        return src, dst, stream_handle(stream, self.memory, device)
+        handle = stream_handle(stream, self.memory, device)
+        keep_alive(stream, tensor, out)
+        return src, dst, handle
 
     def all_reduce(self, tensor, op="sum", out=None, stream=None):
         """out (default: tensor, in place) = op over ranks of tensor. Returns out."""
@@ -193,7 +195,8 @@ def init(backend="auto", timeout_ms=0, device=None):
 
 def init_in_process(nranks, timeout_ms=0):
     """nranks communicators of one in-process world; drive each from its own thread."""
-    handles = (ctypes.c_void_p * nranks)()
+    nranks = _lib.checked_int(nranks, ctypes.c_int, "nranks")
+    handles = (ctypes.c_void_p * max(nranks, 1))()
     cfg = _lib.Config(BACKENDS["inprocess"], timeout_ms)
     _lib.call("weftCommInitInProcess", handles, nranks, ctypes.byref(cfg))
     return [Communicator(h) for h in handles]

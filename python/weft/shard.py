@@ -20,19 +20,19 @@ wrote their inputs or read the shards first.
 import ctypes
 
 from . import _lib
-from ._tensors import MEMORY_KINDS, describe, dtype_code, stream_handle
+from ._tensors import MEMORY_KINDS, describe, dtype_code, keep_alive, stream_handle
 
 MAX_DIMS = 8
 LAYOUTS = {"flat": 0, "per_param": 1}
 REDUCTIONS = {"reduce_scatter": 0, "all_reduce": 1}
 
 
-class ParamDesc(ctypes.Structure):
+class ParamDesc(_lib.Struct):
     """weftParamDesc_t."""
     _fields_ = [("name", ctypes.c_char_p), ("ndim", ctypes.c_int), ("shape", ctypes.c_int64 * MAX_DIMS)]
 
 
-class ShardGroupConfig(ctypes.Structure):
+class ShardGroupConfig(_lib.Struct):
     """weftShardGroupConfig_t."""
     _fields_ = [("size", ctypes.c_size_t), ("layout", ctypes.c_int), ("param_dtype", ctypes.c_int),
                 ("reduce_dtype", ctypes.c_int), ("reduction", ctypes.c_int)]
@@ -173,6 +173,7 @@ class ShardGroup:
         for i, g in enumerate(grads):
             arr[i].data, arr[i].count, arr[i].dtype = describe(g, "grads[%d]" % i, self.memory)
         _lib.call("weftShardGroupReduceGrads", self.handle, arr, len(grads), self._stream(stream))
+        keep_alive(stream, *grads)  # host: read on the stream's thread
 
     def zero_grads(self):
         _lib.call("weftShardGroupZeroGrads", self.handle)
@@ -222,7 +223,7 @@ _ACQUIRE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, c
 _RELEASE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
-class ScheduleConfig(ctypes.Structure):
+class ScheduleConfig(_lib.Struct):
     """weftShardScheduleConfig_t."""
     _fields_ = [("size", ctypes.c_size_t), ("reshard_after_forward", ctypes.c_int), ("prefetch", ctypes.c_int),
                 ("acquire", _ACQUIRE), ("release", _RELEASE), ("user", ctypes.c_void_p), ("memory", ctypes.c_int)]

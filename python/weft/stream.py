@@ -22,6 +22,7 @@ class Stream:
         h = ctypes.c_void_p()
         _lib.call("weftStreamCreate", ctypes.byref(h))
         self._h = h
+        self._held = []  # tensors of enqueued work (_tensors.keep_alive), until it has run
 
     @property
     def handle(self):
@@ -29,21 +30,31 @@ class Stream:
             raise ValueError("weft: the stream was destroyed")
         return self._h
 
+    def _hold(self, objs):
+        self._held.append(objs)
+
     def synchronize(self):
-        _lib.call("weftStreamSynchronize", self.handle)
+        try:
+            _lib.call("weftStreamSynchronize", self.handle)
+        finally:  # done, failed or not: nothing enqueued before runs any more
+            self._held = []
 
     def query(self):
         """True when everything enqueued has run."""
         code = _lib.lib.weftStreamQuery(self.handle)
         if code == _lib.IN_PROGRESS:
             return False
+        self._held = []
         _lib.check(code)
         return True
 
     def destroy(self):
         if self._h is not None:
             h, self._h = self._h, None
-            _lib.call("weftStreamDestroy", h)
+            try:
+                _lib.call("weftStreamDestroy", h)  # waits for the work
+            finally:
+                self._held = []
 
     def __del__(self):
         try:

@@ -136,13 +136,13 @@ class DistributedDataParallel(torch.nn.Module):
                 if g.data_ptr() != address:  # first step, or autograd replaced it: adopt the slot
                     view.copy_(g)
                     p.grad = view
-                self._marked[i] = p.grad
                 self.reducer.mark_ready_ptr(i, address, stream)
+                self._marked[i] = p.grad
             else:
                 if not g.is_contiguous():
                     g = p.grad = g.contiguous()
-                self._marked[i] = g
                 self.reducer.mark_ready(i, g, stream)
+                self._marked[i] = g  # only once the reducer holds it: a refused mark keeps the earlier one
         return hook
 
     def _finalize_backward(self):
@@ -159,10 +159,10 @@ class DistributedDataParallel(torch.nn.Module):
     def _finalize(self):
         self._queued = False
         version = self.reducer.layout_version
-        try:
-            self.reducer.finalize(self._stream)
-        finally:
-            marked, self._marked = self._marked, {}
+        # A refused finalize changes nothing: the reducer still holds its marked gradients, so they stay
+        # alive here (whatever the caller does with p.grad) until a finalize goes through.
+        self.reducer.finalize(self._stream)
+        marked, self._marked = self._marked, {}
         if self.find_unused_parameters:
             for i, p in enumerate(self._params):
                 if i in marked or not self.reducer.grad_used(i):

@@ -1,6 +1,11 @@
 /* The C ABI from C99 with nothing but the header: every entry point called
  * with bad arguments must return the documented code, leave a message naming
- * the argument, and never crash. Also freezes the ABI's sizes and values. */
+ * the argument, and never crash. That includes a hostile caller's: sizes
+ * whose byte counts overflow or wrap a pointer, implausible worlds, and enum
+ * arguments holding values outside their enums, refused at once (no
+ * out-of-bounds access, no loop over 2^64 elements). Also freezes the ABI's
+ * sizes and values. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +51,117 @@ static void* no_memory(void* user, weftShardGroup_t group, size_t bytes) {
   (void)group;
   (void)bytes;
   return NULL;
+}
+
+/* An enum argument holding `v`, as a C caller (or ctypes) can pass it. */
+static weftDataType_t bad_type(int v) {
+  weftDataType_t t;
+  memcpy(&t, &v, sizeof t);
+  return t;
+}
+
+static weftRedOp_t bad_op(int v) {
+  weftRedOp_t op;
+  memcpy(&op, &v, sizeof op);
+  return op;
+}
+
+static void shard_group_sizes(weftComm_t comm) {
+  weftShardGroup_t g = NULL;
+  weftParamDesc_t huge = {"huge", 1, {INT64_MAX}};
+  FAILS(weftShardGroupCreate(comm, NULL, &huge, 1, NULL, &g), weftInvalidArgument, "params[0]");
+  weftParamDesc_t wide = {"wide", 2, {INT64_C(1) << 40, INT64_C(1) << 20}};
+  FAILS(weftShardGroupCreate(comm, NULL, &wide, 1, NULL, &g), weftInvalidArgument, "params[0]");
+  weftParamDesc_t two[2] = {{"a", 1, {INT64_C(1) << 61}}, {"b", 1, {INT64_C(1) << 61}}};
+  FAILS(weftShardGroupCreate(comm, NULL, two, 2, NULL, &g), weftInvalidArgument, "bytes");
+  weftShardGroupConfig_t cfg = WEFT_SHARD_GROUP_CONFIG_INITIALIZER;
+  cfg.param_dtype = bad_type(1000);
+  weftParamDesc_t ok = {"ok", 1, {8}};
+  FAILS(weftShardGroupCreate(comm, NULL, &ok, 1, &cfg, &g), weftInvalidArgument, "param_dtype = 1000");
+  if (weftShardGroupCreate(comm, NULL, &ok, 1, NULL, &g) != weftSuccess) {
+    fprintf(stderr, "a plain shard group was refused: %s\n", weftGetLastError());
+    ++failures;
+  } else {
+    weftShardGroupDestroy(g);
+  }
+}
+
+static void kernel_sizes(void) {
+  float src[4] = {1, 2, 3, 4}, dst[64];
+  float norms[1], total = 0;
+  weftTensor_t one = {src, 4, weftFloat32};
+  weftTensor_t endless = {src, SIZE_MAX, weftFloat32};
+  weftTensor_t wrapping = {src, SIZE_MAX / 4 + 2, weftFloat32}; /* count * 4 wraps to a few bytes */
+  weftTensor_t vast = {src, (size_t)1 << 60, weftFloat32};     /* no overflow, but no machine holds it */
+  size_t near_end[1] = {SIZE_MAX - 1};
+  size_t wraps_ptr[1] = {SIZE_MAX / 4};
+  const weftTensor_t chunk_srcs[1] = {{src, 4, weftFloat32}};
+  int found_inf = 0;
+
+  FAILS(weftFlatten(&one, 1, dst, weftFloat32, near_end, 1.0f, NULL), weftInvalidArgument, "offsets[0]");
+  FAILS(weftFlatten(&one, 1, dst, weftFloat32, wraps_ptr, 1.0f, NULL), weftInvalidArgument, "offsets[0]");
+  FAILS(weftUnflatten(dst, weftFloat32, near_end, &one, 1, 1.0f, 0, NULL), weftInvalidArgument, "offsets[0]");
+  FAILS(weftUnflatten(dst, weftFloat32, wraps_ptr, &one, 1, 1.0f, 0, NULL), weftInvalidArgument, "offsets[0]");
+  FAILS(weftFlatten(&endless, 1, dst, weftFloat32, NULL, 1.0f, NULL), weftInvalidArgument, "srcs[0].count");
+  FAILS(weftFlatten(&wrapping, 1, dst, weftFloat32, NULL, 1.0f, NULL), weftInvalidArgument, "srcs[0].count");
+  FAILS(weftFlatten(&vast, 1, dst, weftFloat32, NULL, 1.0f, NULL), weftInvalidArgument, "srcs[0].count");
+  FAILS(weftUnflatten(dst, weftFloat32, NULL, &endless, 1, 1.0f, 0, NULL), weftInvalidArgument, "dsts[0].count");
+  FAILS(weftL2Norm(&endless, 1, norms, &total, NULL), weftInvalidArgument, "tensors[0].count");
+  FAILS(weftL2Norm(&wrapping, 1, norms, &total, NULL), weftInvalidArgument, "tensors[0].count");
+  FAILS(weftUnscaleCheckFinite(&endless, 1, 1.0f, &found_inf, NULL), weftInvalidArgument, "tensors[0].count");
+  FAILS(weftChunkCat(chunk_srcs, 1, INT_MAX, NULL, dst, weftFloat32, 1.0f, NULL), weftInvalidArgument,
+        "world = 2147483647");
+  FAILS(weftChunkSplit(dst, weftFloat32, INT_MAX, NULL, &one, 1, 1.0f, 0, NULL), weftInvalidArgument,
+        "world = 2147483647");
+  {
+    size_t chunk[1] = {SIZE_MAX / 8};
+    FAILS(weftChunkCat(chunk_srcs, 1, 4, chunk, dst, weftFloat32, 1.0f, NULL), weftInvalidArgument, "chunk_counts");
+  }
+  {
+    weftCopyPlan_t plan = NULL;
+    FAILS(weftFlattenPlanCreate(&one, 1, dst, weftFloat32, near_end, &plan), weftInvalidArgument, "offsets[0]");
+    FAILS(weftUnflattenPlanCreate(dst, weftFloat32, wraps_ptr, &one, 1, 0, &plan), weftInvalidArgument,
+          "offsets[0]");
+  }
+  /* The same calls with sane sizes still work. */
+  if (weftFlatten(&one, 1, dst, weftFloat32, NULL, 1.0f, NULL) != weftSuccess ||
+      weftL2Norm(&one, 1, norms, &total, NULL) != weftSuccess || total * total < 29.99f || total * total > 30.01f) {
+    fprintf(stderr, "sane kernel calls failed: %s\n", weftGetLastError());
+    ++failures;
+  }
+}
+
+static void enum_values(weftComm_t comm) {
+  float buf[4] = {1, 2, 3, 4};
+  weftTensor_t t = {buf, 4, bad_type(-3)};
+  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  weftComm_t other = NULL;
+  weftShardScheduleConfig_t qc = WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER;
+  weftShardSchedule_t s = NULL;
+  int backend = 1000, memory = -7, layout = 77;
+
+  FAILS(weftAllReduce(buf, buf, 4, bad_type(1000), weftSum, comm, NULL), weftInvalidArgument, "datatype = 1000");
+  FAILS(weftAllReduce(buf, buf, 4, weftFloat32, bad_op(-5), comm, NULL), weftInvalidArgument, "op = -5");
+  FAILS(weftReduceScatter(buf, buf, 4, weftFloat32, bad_op(256), comm, NULL), weftInvalidArgument, "op = 256");
+  FAILS(weftAllGather(buf, buf, 4, bad_type(64), comm, NULL), weftInvalidArgument, "datatype = 64");
+  FAILS(weftBroadcast(buf, buf, 4, bad_type(-1), 0, comm, NULL), weftInvalidArgument, "datatype = -1");
+  memcpy(&cfg.backend, &backend, sizeof backend);
+  FAILS(weftCommInitWorld(&other, &cfg), weftInvalidArgument, "config->backend = 1000");
+  cfg.backend = weftBackendAuto;
+  memcpy(&cfg.memory, &memory, sizeof memory);
+  FAILS(weftCommInitWorld(&other, &cfg), weftInvalidArgument, "config->memory = -7");
+  FAILS(weftFlatten(&t, 1, buf, weftFloat32, NULL, 1.0f, NULL), weftInvalidArgument, "srcs[0].dtype = -3");
+  FAILS(weftFlatten(NULL, 0, buf, bad_type(99), NULL, 1.0f, NULL), weftInvalidArgument, "dst_dtype = 99");
+  FAILS(weftL2Norm(&t, 1, buf, buf + 1, NULL), weftInvalidArgument, "tensors[0].dtype = -3");
+  memcpy(&qc.memory, &memory, sizeof memory);
+  FAILS(weftShardScheduleCreate(NULL, &qc, &s), weftInvalidArgument, "config->memory = -7");
+  {
+    weftShardGroupConfig_t gc = WEFT_SHARD_GROUP_CONFIG_INITIALIZER;
+    weftParamDesc_t ok = {"ok", 1, {8}};
+    weftShardGroup_t g = NULL;
+    memcpy(&gc.layout, &layout, sizeof layout);
+    FAILS(weftShardGroupCreate(comm, NULL, &ok, 1, &gc, &g), weftInvalidArgument, "config->layout = 77");
+  }
 }
 
 int main(void) {
@@ -299,6 +415,8 @@ int main(void) {
       FAILS(weftShardScheduleDeclareOrder(sched, twice, 1), weftInvalidUsage, "between steps");
       EXPECT(weftShardSchedulePreForward(sched, group) == weftSuccess);
       EXPECT(weftShardScheduleGetState(sched, &len, &held, &most) == weftSuccess && len == 1 && held == 1);
+      FAILS(weftShardSchedulePostBackward(sched, group, &grad, 1), weftInvalidUsage, "no PreBackward");
+      EXPECT(weftShardSchedulePreBackward(sched, group) == weftSuccess);
       FAILS(weftShardSchedulePostBackward(sched, group, &grad, 2), weftInvalidArgument, "n = 2");
       FAILS(weftShardSchedulePostBackward(sched, group, NULL, 1), weftInvalidArgument, "grads is NULL");
       grad.count = 7;
@@ -336,6 +454,10 @@ int main(void) {
     EXPECT(weftCopyPlanDestroy(plan) == weftSuccess);
     FAILS(weftCopyPlanDestroy(plan), weftInvalidArgument, "not a live handle");
   }
+
+  shard_group_sizes(comm);
+  kernel_sizes();
+  enum_values(comm);
 
   /* After all of that the communicator still works. */
   EXPECT(weftAllReduce(buf, buf, 8, weftFloat32, weftSum, comm, NULL) == weftSuccess);

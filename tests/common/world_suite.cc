@@ -277,6 +277,31 @@ TEST(World, LoneCollectiveTimesOutAndBreaksTheCommunicator) {
   }
 }
 
+// Ranks that pass different roots to one broadcast leave messages behind
+// over point-to-point (each "root" sends, nobody receives them); the next
+// collective's receives then meet messages of another size. That must be an
+// error on every rank, never a message accepted into a smaller buffer or a
+// shorter one taken as the data.
+TEST(World, MismatchedRootsFailInsteadOfCorrupting) {
+  CommOptions options;
+  options.timeout_ms = 10000;
+  auto comm = World(options);
+  ASSERT_NE(comm, nullptr);
+  if (comm->size() < 2 || dynamic_cast<const p2p::P2pComm&>(*comm).shared_memory()) {
+    GTEST_SKIP() << "needs point-to-point ranks (WEFT_SHM=0, 2 or more)";
+  }
+  std::vector<float> big(100, static_cast<float>(comm->rank() + 1));
+  const int root = comm->rank() == 1 ? 1 : 0;
+  const absl::Status b = comm->Broadcast(big.data(), big.data(), big.size(), DataType::kFloat32, root, nullptr);
+  std::vector<float> small(4, 1.0f);
+  const absl::Status a = b.ok() ? comm->AllReduce(small.data(), small.data(), small.size(), DataType::kFloat32,
+                                                  RedOp::kSum, nullptr)
+                                : b;
+  ASSERT_FALSE(a.ok()) << "rank " << comm->rank() << ": the broadcast and the all-reduce both succeeded";
+  EXPECT_NE(a.message().find("bytes"), std::string::npos) << a;
+  EXPECT_EQ(a.message().find("did every rank issue"), std::string::npos) << "not a timeout: " << a;
+}
+
 TEST(World, AbortEndsAWait) {
   auto comm = World();
   ASSERT_NE(comm, nullptr);
