@@ -34,7 +34,7 @@ class Job:
         dist.init_process_group("weft", timeout=datetime.timedelta(seconds=timeout_s))
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
-        self.gloo = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=timeout_s))
+        self.gloo = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=120))
         self.failures = []
         self.checks = 0
         self.t0 = time.monotonic()
