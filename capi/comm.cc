@@ -1,11 +1,13 @@
 // Communicator and host stream entry points.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "capi/export.h"
 #include "capi/handles.h"
 #include "capi/result.h"
 #include "comm/inproc/comm.h"
+#include "comm/bootstrap/wire.h"
 #include "comm/registry.h"
 #include "core/status.h"
 #include "core/stream.h"
@@ -34,6 +36,9 @@ absl::StatusOr<weftConfig_t> ReadConfig(const weftConfig_t* config) {
                            weftNumMemoryKinds - 1);
   }
   if (c.timeout_ms < 0) return InvalidArgument("config->timeout_ms = %d is negative", c.timeout_ms);
+  if (c.bootstrap_timeout_ms < 0) {
+    return InvalidArgument("config->bootstrap_timeout_ms = %d is negative", c.bootstrap_timeout_ms);
+  }
   if (c.cuda_device < -1) return InvalidArgument("config->cuda_device = %d (expected -1 or a device ordinal)", c.cuda_device);
   return c;
 }
@@ -44,7 +49,35 @@ CommOptions ToOptions(const weftConfig_t& c) {
   o.timeout_ms = c.timeout_ms;
   o.segment_bytes = c.segment_bytes;
   o.cuda_device = c.cuda_device;
+  o.bootstrap_timeout_ms = c.bootstrap_timeout_ms;
   return o;
+}
+
+static_assert(sizeof(weftUniqueId) == bootstrap::kUniqueIdBytes, "weftUniqueId and the bootstrap's id differ");
+
+// The caller's store as the registry's: its callbacks' non-zero returns
+// become errors naming the key.
+KeyValueStore Adapt(const weftStore_t& st) {
+  KeyValueStore kv;
+  kv.set = [st](const std::string& key, const std::string& value) -> absl::Status {
+    if (st.set(st.ctx, key.c_str(), value.data(), value.size()) != 0) {
+      return SystemError("store->set(\"%s\", %d bytes) failed", key, value.size());
+    }
+    return absl::OkStatus();
+  };
+  kv.get = [st](const std::string& key, int timeout_ms) -> absl::StatusOr<std::string> {
+    std::string value(bootstrap::kUniqueIdBytes, '\0');
+    size_t len = 0;
+    if (st.get(st.ctx, key.c_str(), value.data(), value.size(), &len, timeout_ms) != 0) {
+      return Timeout("store->get(\"%s\") failed or timed out after %d ms", key, timeout_ms);
+    }
+    if (len > value.size()) {
+      return InvalidUsage("store->get(\"%s\") reported %d bytes into a buffer of %d", key, len, value.size());
+    }
+    value.resize(len);
+    return value;
+  };
+  return kv;
 }
 
 absl::StatusOr<HostStream*> GetStream(weftStream_t stream) {
@@ -66,6 +99,53 @@ WEFT_API weftResult_t weftCommInitWorld(weftComm_t* comm, const weftConfig_t* co
     *comm = nullptr;
     ASSIGN_OR_RETURN(const weftConfig_t c, weft::capi::ReadConfig(config));
     ASSIGN_OR_RETURN(auto impl, weft::InitWorld(static_cast<weft::Backend>(c.backend), weft::capi::ToOptions(c)));
+    *comm = weft::capi::NewHandle(std::move(impl));
+    return absl::OkStatus();
+  });
+}
+
+WEFT_API weftResult_t weftGetUniqueId(weftUniqueId* id) {
+  return Guard("weftGetUniqueId", [&]() -> absl::Status {
+    if (id == nullptr) return weft::InvalidArgument("id is NULL");
+    ASSIGN_OR_RETURN(const weft::bootstrap::UniqueId made, weft::MakeUniqueId());
+    weft::bootstrap::EncodeUniqueId(made, reinterpret_cast<unsigned char*>(id->internal));
+    return absl::OkStatus();
+  });
+}
+
+WEFT_API weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId id, int rank,
+                                       const weftConfig_t* config) {
+  return Guard("weftCommInitRank", [&]() -> absl::Status {
+    if (comm == nullptr) return weft::InvalidArgument("comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1) return weft::InvalidArgument("nranks = %d must be at least 1", nranks);
+    if (rank < 0 || rank >= nranks) return weft::InvalidArgument("rank = %d is outside [0, nranks = %d)", rank, nranks);
+    ASSIGN_OR_RETURN(const weftConfig_t c, weft::capi::ReadConfig(config));
+    ASSIGN_OR_RETURN(const weft::bootstrap::UniqueId decoded,
+                     weft::bootstrap::DecodeUniqueId(reinterpret_cast<const unsigned char*>(id.internal)));
+    ASSIGN_OR_RETURN(auto impl, weft::InitRank(static_cast<weft::Backend>(c.backend), nranks, decoded, rank,
+                                               weft::capi::ToOptions(c)));
+    *comm = weft::capi::NewHandle(std::move(impl));
+    return absl::OkStatus();
+  });
+}
+
+WEFT_API weftResult_t weftCommInitStore(weftComm_t* comm, int nranks, int rank, const weftStore_t* store,
+                                        const char* prefix, const weftConfig_t* config) {
+  return Guard("weftCommInitStore", [&]() -> absl::Status {
+    if (comm == nullptr) return weft::InvalidArgument("comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1) return weft::InvalidArgument("nranks = %d must be at least 1", nranks);
+    if (rank < 0 || rank >= nranks) return weft::InvalidArgument("rank = %d is outside [0, nranks = %d)", rank, nranks);
+    if (store == nullptr) return weft::InvalidArgument("store is NULL");
+    weftStore_t st = WEFT_STORE_INITIALIZER;
+    RETURN_IF_ERROR(weft::capi::ReadSized("store", store, sizeof(weftStore_t), &st));
+    if (st.set == nullptr) return weft::InvalidArgument("store->set is NULL");
+    if (st.get == nullptr) return weft::InvalidArgument("store->get is NULL");
+    ASSIGN_OR_RETURN(const weftConfig_t c, weft::capi::ReadConfig(config));
+    ASSIGN_OR_RETURN(auto impl, weft::InitStore(static_cast<weft::Backend>(c.backend), nranks, rank,
+                                                weft::capi::Adapt(st), prefix != nullptr ? prefix : "",
+                                                weft::capi::ToOptions(c)));
     *comm = weft::capi::NewHandle(std::move(impl));
     return absl::OkStatus();
   });

@@ -41,6 +41,7 @@ struct CommOptions {
   int timeout_ms = 0;        // resolved: > 0 after ResolveOptions
   size_t segment_bytes = 0;  // 0: the backend's choice
   int cuda_device = -1;
+  int bootstrap_timeout_ms = 0;  // resolved: > 0 after ResolveOptions
 };
 
 // Fills the zero fields of `o` from the environment (core/env.h).

@@ -1,9 +1,12 @@
 #include "comm/registry.h"
 
 #include <array>
+#include <cstring>
 #include <mutex>
 #include <optional>
 
+#include "comm/bootstrap/launch.h"
+#include "comm/bootstrap/socket.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -17,6 +20,44 @@ struct Table {
 Table& GetTable() {
   static auto* t = new Table();
   return *t;
+}
+
+absl::StatusOr<const BackendFactory*> Find(Backend backend, const CommOptions& options) {
+  const BackendFactory* f = FindBackend(backend);
+  if (f == nullptr) {
+    return Unsupported("backend %s is not built into this libweft (configure with -D%s=enabled and its "
+                       "dependencies installed)", Name(backend), Name(backend));
+  }
+  if (f->memory != options.memory) {
+    return InvalidArgument("config.memory = %s does not match backend %s, which works on %s memory",
+                           Name(options.memory), Name(backend), Name(f->memory));
+  }
+  return f;
+}
+
+// kAuto for a world that a bootstrap forms: NCCL for CUDA memory; for host
+// memory UCX, or in-process for a world of one rank (which needs no wire).
+Backend AutoForBootstrap(const CommOptions& options, int nranks) {
+  if (options.memory == MemKind::kCuda) return Backend::kNccl;
+  return nranks == 1 ? Backend::kInProcess : Backend::kUcx;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> FromBootstrap(Backend backend, bootstrap::Bootstrap& b,
+                                                            const CommOptions& options) {
+  if (backend == Backend::kUcx && FindBackend(Backend::kUcx) == nullptr && options.memory == MemKind::kHost) {
+    return Unsupported("a host-memory world of %d ranks without MPI runs on the UCX backend, which this libweft "
+                       "was built without (install libucx-dev and configure with -Ducx=enabled, or launch with "
+                       "mpirun)", b.size());
+  }
+  ASSIGN_OR_RETURN(const BackendFactory* f, Find(backend, options));
+  if (f->init_bootstrap == nullptr) {
+    return InvalidArgument("backend %s makes its worlds from MPI_COMM_WORLD only (weftCommInitWorld under mpirun); "
+                           "a world formed through %s takes weftBackendAuto or UCX for host memory",
+                           Name(backend), b.Describe());
+  }
+  Log(LogLevel::kInfo, "init: rank %d of %d, backend %s, memory %s, bootstrap over %s", b.rank(), b.size(),
+      Name(backend), Name(options.memory), b.Describe());
+  return f->init_bootstrap(b, options);
 }
 
 }  // namespace
@@ -38,27 +79,102 @@ const BackendFactory* FindBackend(Backend id) {
 
 absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(Backend backend, const CommOptions& in) {
   const CommOptions options = ResolveOptions(in);
+  const bootstrap::MpiHooks* mpi = bootstrap::Mpi();
+  ASSIGN_OR_RETURN(bootstrap::Launch launch, bootstrap::FindLaunch(mpi != nullptr));
+  if (launch.kind == bootstrap::LaunchKind::kNone && mpi != nullptr && mpi->active()) {
+    launch.kind = bootstrap::LaunchKind::kMpi;
+    launch.why = "the application initialised MPI itself";
+  }
+  const bool under_mpi = launch.kind == bootstrap::LaunchKind::kMpi;
   if (backend == Backend::kAuto) {
     if (options.memory == MemKind::kCuda) {
       backend = Backend::kNccl;
+    } else if (under_mpi) {
+      backend = Backend::kMpi;
     } else {
-      const BackendFactory* mpi = FindBackend(Backend::kMpi);
-      backend = (mpi != nullptr && mpi->launched != nullptr && mpi->launched()) ? Backend::kMpi
-                                                                                : Backend::kInProcess;
+      backend = AutoForBootstrap(options, launch.size);
     }
   }
-  const BackendFactory* f = FindBackend(backend);
-  if (f == nullptr) {
-    return Unsupported("backend %s is not built into this libweft (configure with -D%s=enabled and its "
-                       "dependencies installed)", Name(backend), Name(backend));
+  Log(LogLevel::kInfo, "init world: launcher %s (%s); backend %s, memory %s, timeout %d ms", Name(launch.kind),
+      launch.why, Name(backend), Name(options.memory), options.timeout_ms);
+
+  if (backend == Backend::kMpi) {
+    ASSIGN_OR_RETURN(const BackendFactory* f, Find(backend, options));
+    if (!under_mpi && launch.size > 1) {
+      return InvalidArgument("backend MPI needs an MPI launcher, but this process was started by %s (%s): use "
+                             "weftBackendAuto or UCX for host memory there", Name(launch.kind), launch.why);
+    }
+    return f->init_mpi_world(options);  // outside a launcher: MPI's singleton world
   }
-  if (f->memory != options.memory) {
-    return InvalidArgument("config.memory = %s does not match backend %s, which works on %s memory",
-                           Name(options.memory), Name(backend), Name(f->memory));
+  if (backend == Backend::kInProcess && launch.size > 1) {
+    return InvalidArgument("the in-process backend makes one-rank worlds per process (weftCommInitInProcess for "
+                           "several), but %s describes %d ranks", launch.why, launch.size);
   }
-  Log(LogLevel::kInfo, "init world: backend %s, memory %s, timeout %d ms", Name(backend), Name(options.memory),
-      options.timeout_ms);
-  return f->init_world(options);
+  std::unique_ptr<bootstrap::Bootstrap> b;
+  if (under_mpi) {
+    ASSIGN_OR_RETURN(b, mpi->world(options.bootstrap_timeout_ms));
+  } else if (launch.kind == bootstrap::LaunchKind::kNone) {
+    b = bootstrap::Self();
+  } else {
+    absl::StatusOr<std::unique_ptr<bootstrap::Bootstrap>> joined =
+        bootstrap::JoinLaunchedWorld(launch, options.bootstrap_timeout_ms);
+    if (!joined.ok()) return Annotate(joined.status(), launch.why);
+    b = std::move(*joined);
+  }
+  return FromBootstrap(backend, *b, options);
+}
+
+absl::StatusOr<bootstrap::UniqueId> MakeUniqueId() { return bootstrap::MakeUniqueId(); }
+
+absl::StatusOr<std::unique_ptr<Communicator>> InitRank(Backend backend, int nranks, const bootstrap::UniqueId& id,
+                                                       int rank, const CommOptions& in) {
+  const CommOptions options = ResolveOptions(in);
+  if (nranks < 1) return InvalidArgument("nranks = %d must be at least 1", nranks);
+  if (rank < 0 || rank >= nranks) return InvalidArgument("rank = %d is outside [0, nranks = %d)", rank, nranks);
+  if (backend == Backend::kAuto) backend = AutoForBootstrap(options, nranks);
+  if (backend == Backend::kMpi) {
+    return InvalidArgument("backend MPI makes its worlds from MPI_COMM_WORLD (weftCommInitWorld under mpirun), "
+                           "not from a unique id: use weftBackendAuto or UCX for host memory");
+  }
+  if (backend == Backend::kInProcess && nranks > 1) {
+    return InvalidArgument("the in-process backend makes one-rank worlds per process, not one of nranks = %d "
+                           "(weftCommInitInProcess makes several in one process)", nranks);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<bootstrap::Bootstrap> b,
+                   bootstrap::JoinSocketWorld(id, nranks, rank, options.bootstrap_timeout_ms));
+  return FromBootstrap(backend, *b, options);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> InitStore(Backend backend, int nranks, int rank,
+                                                        const KeyValueStore& store, const std::string& prefix,
+                                                        const CommOptions& in) {
+  const CommOptions options = ResolveOptions(in);
+  if (nranks < 1) return InvalidArgument("nranks = %d must be at least 1", nranks);
+  if (rank < 0 || rank >= nranks) return InvalidArgument("rank = %d is outside [0, nranks = %d)", rank, nranks);
+  const std::string key = prefix + (prefix.empty() ? "" : "/") + "weft/unique_id";
+  unsigned char bytes[bootstrap::kUniqueIdBytes];
+  bootstrap::UniqueId id;
+  if (rank == 0) {
+    ASSIGN_OR_RETURN(id, MakeUniqueId());
+    bootstrap::EncodeUniqueId(id, bytes);
+    absl::Status s = store.set(key, std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+    if (!s.ok()) return Annotate(s, absl::StrFormat("rank 0 setting '%s' in the store", key));
+  } else {
+    absl::StatusOr<std::string> v = store.get(key, options.bootstrap_timeout_ms);
+    if (!v.ok()) {
+      return Annotate(v.status(), absl::StrFormat("rank %d waiting %d ms for rank 0's unique id at '%s' in the store",
+                                                  rank, options.bootstrap_timeout_ms, key));
+    }
+    if (v->size() != sizeof(bytes)) {
+      return InvalidUsage("the store's '%s' holds %d bytes, not a weft unique id of %d: is that key used by "
+                          "something else?", key, v->size(), sizeof(bytes));
+    }
+    std::memcpy(bytes, v->data(), sizeof(bytes));
+    absl::StatusOr<bootstrap::UniqueId> got = bootstrap::DecodeUniqueId(bytes);
+    if (!got.ok()) return Annotate(got.status(), absl::StrFormat("the store's '%s'", key));
+    id = *got;
+  }
+  return InitRank(backend, nranks, id, rank, options);
 }
 
 }  // namespace weft

@@ -1,5 +1,6 @@
 #include "core/env.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,6 +38,18 @@ Env Load() {
   e.segment_bytes = static_cast<size_t>(ReadInt("WEFT_SEGMENT_BYTES", 0, 1LL << 40));
   e.num_threads = static_cast<int>(ReadInt("WEFT_NUM_THREADS", 0, 1024));
   e.shm = ReadInt("WEFT_SHM", 1, 1) != 0;
+  e.bootstrap_timeout_ms = static_cast<int>(ReadInt("WEFT_BOOTSTRAP_TIMEOUT_MS", e.bootstrap_timeout_ms, 1LL << 30));
+  if (e.bootstrap_timeout_ms == 0) {
+    std::fprintf(stderr, "weft WARN: ignoring WEFT_BOOTSTRAP_TIMEOUT_MS=0 (a bootstrap must end; using %d)\n",
+                 Env{}.bootstrap_timeout_ms);
+    e.bootstrap_timeout_ms = Env{}.bootstrap_timeout_ms;
+  }
+  if (const char* v = std::getenv("WEFT_SOCKET_IFNAME")) e.socket_ifname = v;
+  if (const char* f = std::getenv("WEFT_SOCKET_FAMILY"); f != nullptr && *f != '\0') {
+    if (strcasecmp(f, "AF_INET") == 0) e.socket_family = AF_INET;
+    else if (strcasecmp(f, "AF_INET6") == 0) e.socket_family = AF_INET6;
+    else std::fprintf(stderr, "weft WARN: ignoring WEFT_SOCKET_FAMILY=%s (expected AF_INET or AF_INET6)\n", f);
+  }
   return e;
 }
 
@@ -48,8 +61,9 @@ const Env& Env::Get() {
     if (e.log_level >= LogLevel::kInfo) {
       std::fprintf(stderr,
                    "weft INFO: pid %d env: WEFT_TIMEOUT_MS=%d WEFT_SEGMENT_BYTES=%zu WEFT_NUM_THREADS=%d "
-                   "WEFT_SHM=%d\n",
-                   static_cast<int>(getpid()), e.timeout_ms, e.segment_bytes, e.num_threads, e.shm ? 1 : 0);
+                   "WEFT_SHM=%d WEFT_BOOTSTRAP_TIMEOUT_MS=%d WEFT_SOCKET_IFNAME=%s\n",
+                   static_cast<int>(getpid()), e.timeout_ms, e.segment_bytes, e.num_threads, e.shm ? 1 : 0,
+                   e.bootstrap_timeout_ms, e.socket_ifname.c_str());
     }
     return e;
   }();

@@ -6,6 +6,11 @@
 //   WEFT_NUM_THREADS    host kernel thread pool size (0: hardware threads, at most 8)
 //   WEFT_SHM            1 (default): host ranks that share a node move data
 //                       through shared memory; 0: point-to-point only
+//   WEFT_BOOTSTRAP_TIMEOUT_MS  how long forming a world may take (300000)
+//   WEFT_SOCKET_IFNAME  the interfaces the bootstrap root may listen on, as
+//                       NCCL_SOCKET_IFNAME: "eth,ib" prefixes, "^docker"
+//                       excluded, "=eth0" exact (default: see comm/bootstrap)
+//   WEFT_SOCKET_FAMILY  AF_INET or AF_INET6: only that address family
 //
 // Explicit settings (weftConfig_t fields) win over these.
 #ifndef WEFT_CORE_ENV_H_
@@ -26,6 +31,9 @@ struct Env {
   size_t segment_bytes = 0;
   int num_threads = 0;
   bool shm = true;
+  int bootstrap_timeout_ms = 300000;
+  std::string socket_ifname;
+  int socket_family = 0;  // 0: any; else AF_INET or AF_INET6
 
   // Parsed on first use; logged at INFO. Bad values are warned about and ignored.
   static const Env& Get();

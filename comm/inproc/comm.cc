@@ -160,12 +160,19 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> InitInProcess(int n, 
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<Communicator>> InitWorldOneRank(const CommOptions& options) {
+// A process's own world: one rank (several ranks of one process come from
+// InitInProcess instead).
+absl::StatusOr<std::unique_ptr<Communicator>> InitWorldOneRank(bootstrap::Bootstrap& b, const CommOptions& options) {
+  if (b.size() != 1) {
+    return InvalidArgument("the in-process backend makes a one-rank world per process, not one of %d ranks",
+                           b.size());
+  }
   ASSIGN_OR_RETURN(auto comms, InitInProcess(1, options));
   return std::move(comms[0]);
 }
 
-[[maybe_unused]] const bool kRegistered = RegisterBackend({Backend::kInProcess, MemKind::kHost, nullptr, &InitWorldOneRank});
+[[maybe_unused]] const bool kRegistered =
+    RegisterBackend({Backend::kInProcess, MemKind::kHost, nullptr, &InitWorldOneRank});
 
 }  // namespace
 }  // namespace inproc

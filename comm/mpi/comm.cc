@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "comm/mpi/bootstrap.h"
+#include "comm/bootstrap/mpi_runtime.h"
 #include "comm/registry.h"
 #include "core/env.h"
 #include "core/status.h"
@@ -116,18 +116,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& in) {
 
 namespace {
 
-// auto picks MPI under a launcher, and also when the application has
-// initialised MPI itself (it is an MPI program, whatever started it).
-bool LaunchedOrInitialized() {
-  if (Launched()) return true;
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  return initialized && !finalized;
-}
-
-[[maybe_unused]] const bool kRegistered =
-    RegisterBackend({Backend::kMpi, MemKind::kHost, &LaunchedOrInitialized, &InitWorld});
+[[maybe_unused]] const bool kRegistered = RegisterBackend({Backend::kMpi, MemKind::kHost, &InitWorld, nullptr});
 
 }  // namespace
 }  // namespace mpi

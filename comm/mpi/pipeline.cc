@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm/mpi/bootstrap.h"
+#include "comm/bootstrap/mpi_runtime.h"
 #include "core/status.h"
 
 namespace weft {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <utility>
 
-#include "comm/nccl/bootstrap.h"
+#include "comm/bootstrap/bootstrap.h"
 #include "comm/registry.h"
 #include "core/cuda/runtime.h"
 #include "core/env.h"
@@ -137,15 +137,17 @@ absl::StatusOr<int> ChooseDevice(const CommOptions& o, int local_rank) {
   return o.cuda_device >= 0 ? o.cuda_device : local_rank % n;
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> InitNcclWorld(const CommOptions& options) {
-  ASSIGN_OR_RETURN(const Place p, FindPlace());
-  absl::StatusOr<int> device = ChooseDevice(options, p.local_rank);
+absl::StatusOr<std::unique_ptr<Communicator>> InitNcclWorld(bootstrap::Bootstrap& b, const CommOptions& options) {
+  ASSIGN_OR_RETURN(const bootstrap::Locality where, bootstrap::FindLocality(b));
+  absl::StatusOr<int> device = ChooseDevice(options, where.local_rank);
   if (device.ok()) {
     const cudaError_t e = cudaSetDevice(*device);
     if (e != cudaSuccess) device = cuda::ToStatus(e, absl::StrFormat("cudaSetDevice(%d)", *device));
   }
-  ASSIGN_OR_RETURN(const bool all_ok, AllOk(p, device.ok()));
-  if (!device.ok()) return Annotate(device.status(), absl::StrFormat("nccl init on rank %d", p.rank));
+  // Decided together, so that a rank that cannot go on never leaves the
+  // others blocked in ncclCommInitRank.
+  ASSIGN_OR_RETURN(const bool all_ok, b.AllOk(device.ok()));
+  if (!device.ok()) return Annotate(device.status(), absl::StrFormat("nccl init on rank %d", b.rank()));
   if (!all_ok) return RemoteError("nccl init: another rank could not choose a CUDA device (see its error)");
 
   // Rank 0's unique id, and whether it got one, to every rank.
@@ -153,31 +155,32 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitNcclWorld(const CommOptions& o
     ncclResult_t result;
     ncclUniqueId id;
   } root{ncclSuccess, {}};
-  if (p.rank == 0) root.result = ncclGetUniqueId(&root.id);
-  RETURN_IF_ERROR(BroadcastFromRoot(p, &root, sizeof(root)));
+  if (b.rank() == 0) root.result = ncclGetUniqueId(&root.id);
+  RETURN_IF_ERROR(b.Broadcast(&root, sizeof(root)));
   if (root.result != ncclSuccess) {
     return ToStatus(root.result, absl::StrFormat("nccl init: ncclGetUniqueId on rank 0: %s",
                                                  ncclGetErrorString(root.result)));
   }
+  const int rank = b.rank(), size = b.size();
   ncclComm_t comm = nullptr;
-  const ncclResult_t r = ncclCommInitRank(&comm, p.size, root.id, p.rank);
+  const ncclResult_t r = ncclCommInitRank(&comm, size, root.id, rank);
   if (r != ncclSuccess) {
-    return ToStatus(r, absl::StrFormat("nccl init: ncclCommInitRank(nranks %d, rank %d, device %d): %s: %s", p.size,
-                                       p.rank, *device, ncclGetErrorString(r), ncclGetLastError(nullptr)));
+    return ToStatus(r, absl::StrFormat("nccl init: ncclCommInitRank(nranks %d, rank %d, device %d): %s: %s", size,
+                                       rank, *device, ncclGetErrorString(r), ncclGetLastError(nullptr)));
   }
   int version = 0;
   (void)ncclGetVersion(&version);
-  Log(LogLevel::kInfo, "nccl: rank %d of %d on device %d, NCCL %d", p.rank, p.size, *device, version);
+  Log(LogLevel::kInfo, "nccl: rank %d of %d on device %d, NCCL %d", rank, size, *device, version);
   // The device chosen, not -1: the reducer and shard groups put their streams
   // and memory on options().cuda_device (else on whatever device is current
   // in their caller's thread, which need not be this one).
   CommOptions on_device = options;
   on_device.cuda_device = *device;
-  return std::unique_ptr<Communicator>(std::make_unique<NcclComm>(comm, p.rank, p.size, *device, on_device));
+  return std::unique_ptr<Communicator>(std::make_unique<NcclComm>(comm, rank, size, *device, on_device));
 }
 
 [[maybe_unused]] const bool kRegistered =
-    RegisterBackend({Backend::kNccl, MemKind::kCuda, &Launched, &InitNcclWorld});
+    RegisterBackend({Backend::kNccl, MemKind::kCuda, nullptr, &InitNcclWorld});
 
 }  // namespace
 }  // namespace nccl

@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "core/env.h"
@@ -111,14 +110,6 @@ void NodeShm::Reduce(DataType t, RedOp op, SrcFn src, size_t n, void* out) {
   if (out != src(0)) std::memcpy(out, src(0), n * ElementSize(t));
   for (int q = 1; q < size_; ++q) AccumulateInto(t, op, out, src(q), n);
   if (op == RedOp::kAvg) FromAccum(t, op, size_, out, out, n);
-}
-
-std::string NodeKey() {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(host) + "/" + boot;
 }
 
 absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(int rank, int size, size_t round_bytes,

@@ -66,10 +66,6 @@ struct ShmBootstrap {
   std::function<absl::Status(int* v)> all_min;
 };
 
-// A name for this node that a process on another node does not share (the
-// host name and the kernel's boot id), for bootstraps that must compare.
-std::string NodeKey();
-
 class NodeShm {
  public:
   // Collective (through `bootstrap`). nullptr (and OK) when the ranks are

@@ -4,11 +4,10 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <numeric>
 #include <utility>
 #include <vector>
 
-#include "comm/mpi/bootstrap.h"
+#include "comm/bootstrap/bootstrap.h"
 #include "comm/registry.h"
 #include "core/env.h"
 #include "core/status.h"
@@ -17,12 +16,12 @@ namespace weft {
 namespace ucx {
 namespace {
 
-// Host name and boot id, padded (p2p::NodeKey).
+// Host name and boot id, padded (bootstrap::NodeKey).
 constexpr size_t kNodeKeyBytes = 320;
 
 // What each rank contributes to a split.
 struct SplitEntry {
-  int64_t color, key, world_rank, next_id;
+  int64_t color, key, next_id;
 };
 
 }  // namespace
@@ -37,7 +36,7 @@ absl::Status UcxComm::AttachSharedMemory() {
   // Every rank's node key, over UCX; all on one node when all match ours.
   b.all_on_one_node = [this]() -> absl::StatusOr<bool> {
     char mine[kNodeKeyBytes] = {};
-    const std::string key = p2p::NodeKey();
+    const std::string key = bootstrap::NodeKey();
     std::memcpy(mine, key.data(), std::min(key.size(), sizeof(mine) - 1));
     std::vector<char> all(sizeof(mine) * static_cast<size_t>(size()));
     RETURN_IF_ERROR(p2p::AllGather(MakeEngine(), mine, all.data(), sizeof(mine), DataType::kUint8));
@@ -53,8 +52,8 @@ absl::Status UcxComm::AttachSharedMemory() {
 
 absl::StatusOr<std::unique_ptr<Communicator>> UcxComm::DoSplit(int color, int key) {
   RETURN_IF_ERROR(Usable());
-  // Every rank's (color, key, process, next free id), over this communicator.
-  const SplitEntry mine{color, key, link_.world_ranks[static_cast<size_t>(rank())], link_.node->NextId()};
+  // Every rank's (color, key, next free id), over this communicator.
+  const SplitEntry mine{color, key, link_.node->NextId()};
   std::vector<SplitEntry> all(static_cast<size_t>(size()));
   RETURN_IF_ERROR(p2p::AllGather(MakeEngine(), &mine, all.data(), sizeof(SplitEntry) / sizeof(int64_t),
                                  DataType::kInt64));
@@ -72,8 +71,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> UcxComm::DoSplit(int color, int ke
   for (int q : members) {
     const SplitEntry& e = all[static_cast<size_t>(q)];
     link.id = std::max(link.id, static_cast<uint32_t>(e.next_id));
-    if (q == rank()) link.rank = static_cast<int>(link.world_ranks.size());
-    link.world_ranks.push_back(static_cast<int>(e.world_rank));
+    if (q == rank()) link.rank = static_cast<int>(link.peers.size());
+    link.peers.push_back(link_.peers[static_cast<size_t>(q)]);  // peer indices are this process's own
   }
   RETURN_IF_ERROR(link_.node->Claim(link.id));
   const int n = static_cast<int>(members.size());
@@ -82,29 +81,41 @@ absl::StatusOr<std::unique_ptr<Communicator>> UcxComm::DoSplit(int color, int ke
   return std::unique_ptr<Communicator>(std::move(c));
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& in) {
+absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(bootstrap::Bootstrap& b, const CommOptions& in) {
   const CommOptions options = ResolveOptions(in);
-  ASSIGN_OR_RETURN(Node * node, Node::Get(options.timeout_ms));
-  if (node->world_size() > kMaxRanks) {
-    return Unsupported("a UCX world of %d processes is more than the %d a message tag can tell apart",
-                       node->world_size(), kMaxRanks);
+  if (b.size() > kMaxRanks) {
+    return Unsupported("a UCX world of %d processes is more than the %d a message tag can tell apart", b.size(),
+                       kMaxRanks);
   }
+  absl::StatusOr<Node*> made = Node::Get();
+  // Every rank learns whether every rank has a worker before any waits on one.
+  ASSIGN_OR_RETURN(const bool all_ok, b.AllOk(made.ok()));
+  if (!made.ok()) return Annotate(made.status(), absl::StrFormat("ucx init on rank %d", b.rank()));
+  if (!all_ok) return RemoteError("ucx init: another rank could not set up its UCX worker (see its error)");
+  Node* node = *made;
+  ASSIGN_OR_RETURN(const std::vector<std::string> addresses, b.AllGatherVar(node->address()));
+  // The world's id: the largest next free id of its processes, claimed by all.
+  const uint32_t mine = node->NextId();
+  std::vector<uint32_t> ids(static_cast<size_t>(b.size()));
+  RETURN_IF_ERROR(b.AllGather(&mine, ids.data(), sizeof(mine)));
+  ASSIGN_OR_RETURN(const bootstrap::Locality where, bootstrap::FindLocality(b));
   Link link;
   link.node = node;
-  ASSIGN_OR_RETURN(link.id, node->AgreeWorldId(options.timeout_ms));
-  link.rank = node->world_rank();
-  link.world_ranks.resize(static_cast<size_t>(node->world_size()));
-  std::iota(link.world_ranks.begin(), link.world_ranks.end(), 0);
-  const int size = node->world_size();
-  auto c = std::make_unique<UcxComm>(std::move(link), size, mpi::Oversubscribed(), options);
+  link.id = *std::max_element(ids.begin(), ids.end());
+  RETURN_IF_ERROR(node->Claim(link.id));
+  link.rank = b.rank();
+  {
+    Node::Lock lock(*node);
+    for (const std::string& a : addresses) link.peers.push_back(node->AddPeer(a));
+  }
+  auto c = std::make_unique<UcxComm>(std::move(link), b.size(), bootstrap::Oversubscribed(where), options);
   RETURN_IF_ERROR(c->AttachSharedMemory());
   return std::unique_ptr<Communicator>(std::move(c));
 }
 
 namespace {
 
-[[maybe_unused]] const bool kRegistered =
-    RegisterBackend({Backend::kUcx, MemKind::kHost, &mpi::Launched, &InitWorld});
+[[maybe_unused]] const bool kRegistered = RegisterBackend({Backend::kUcx, MemKind::kHost, nullptr, &InitWorld});
 
 }  // namespace
 }  // namespace ucx

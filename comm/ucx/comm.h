@@ -1,5 +1,6 @@
-// The UCX backend: host memory over UCP tag messages, for jobs launched by
-// mpirun/srun (MPI only bootstraps: it exchanges the workers' addresses).
+// The UCX backend: host memory over UCP tag messages, on any launcher: the
+// world's bootstrap (comm/bootstrap: MPI's under mpirun, weft's own under
+// torchrun, Slurm or a unique id) only exchanges the workers' addresses.
 //
 // Collectives are P2pComm's (comm/p2p), as the MPI backend's: shared-memory
 // rounds when every rank is on one node (WEFT_SHM=0 turns them off), else
@@ -13,15 +14,16 @@
 // was built without UCX still gets its RDMA network.
 //
 // Every UCX communicator of a process shares the process's worker
-// (bootstrap.h); a communicator is an id in the message tags plus its
+// (node.h); a communicator is an id in the message tags plus its
 // ranks' processes, so destroying one is local and a split needs no MPI.
 //
-//   ASSIGN_OR_RETURN(auto world, InitWorld(Backend::kUcx, options));  // under mpirun
+//   ASSIGN_OR_RETURN(auto world, InitWorld(Backend::kUcx, options));  // any launcher
 #ifndef WEFT_COMM_UCX_COMM_H_
 #define WEFT_COMM_UCX_COMM_H_
 
 #include <memory>
 
+#include "comm/bootstrap/bootstrap.h"
 #include "comm/communicator.h"
 #include "comm/p2p/comm.h"
 #include "comm/ucx/pipeline.h"
@@ -49,9 +51,8 @@ class UcxComm final : public p2p::P2pComm {
   const bool oversubscribed_;
 };
 
-// The world communicator: every process of MPI_COMM_WORLD (initialising MPI
-// first if nobody has). Collective over the job.
-absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& options);
+// The world communicator over every rank of `b`. Collective over it.
+absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(bootstrap::Bootstrap& b, const CommOptions& options);
 
 }  // namespace ucx
 }  // namespace weft

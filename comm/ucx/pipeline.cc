@@ -117,7 +117,7 @@ class Runner {
       sl.recv = r;
     }
     if (t.to >= 0) {
-      ASSIGN_OR_RETURN(ucp_ep_h ep, link_.node->Endpoint(link_.world_ranks[static_cast<size_t>(t.to)]));
+      ASSIGN_OR_RETURN(ucp_ep_h ep, link_.node->Endpoint(link_.peers[static_cast<size_t>(t.to)]));
       ucs_status_ptr_t r = ucp_tag_send_nbx(ep, t.send, t.send_bytes, MakeTag(link_.id, link_.rank, t.tag), &param);
       if (UCS_PTR_IS_ERR(r)) return Posting("ucp_tag_send_nbx to", t.to, UCS_PTR_STATUS(r));
       sl.send = r;  // null: completed at once (the data was copied out)

@@ -1,6 +1,6 @@
 // The UCX backend's engine: runs a point-to-point Schedule
 // (comm/p2p/schedule.h) with UCP tag messages on the process's worker
-// (bootstrap.h), polling with p2p::Backoff so ranks that share cores still
+// (node.h), polling with p2p::Backoff so ranks that share cores still
 // progress; never waits forever (Timeout after the communicator's timeout
 // without progress, Aborted at once on abort).
 //
@@ -10,7 +10,7 @@
 // the order of messages from one sender with one tag, which is all the
 // schedules need (as MPI's non-overtaking rule).
 //
-//   Link link{node, id, rank, world_ranks};
+//   Link link{node, id, rank, peers};
 //   RETURN_IF_ERROR(RunPipeline(ring, window, link, {rank, timeout_ms, this, spin}));
 #ifndef WEFT_COMM_UCX_PIPELINE_H_
 #define WEFT_COMM_UCX_PIPELINE_H_
@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "comm/p2p/backoff.h"
 #include "comm/p2p/schedule.h"
-#include "comm/ucx/bootstrap.h"
+#include "comm/ucx/node.h"
 
 namespace weft {
 namespace ucx {
@@ -35,7 +35,7 @@ struct Link {
   Node* node = nullptr;
   uint32_t id = 0;               // the communicator's id (Node::Claim)
   int rank = 0;
-  std::vector<int> world_ranks;  // by communicator rank: the process (Node::Endpoint)
+  std::vector<int> peers;        // by communicator rank: its process (Node::AddPeer)
 };
 
 absl::Status RunPipeline(p2p::Schedule& s, int window, const Link& link, const p2p::Patience& patience);

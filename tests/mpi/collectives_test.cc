@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm/mpi/bootstrap.h"
+#include "comm/bootstrap/launch.h"
+#include "comm/bootstrap/mpi_runtime.h"
 #include "comm/mpi/comm.h"
 #include "comm/p2p/comm.h"
 #include "comm/registry.h"
@@ -68,7 +69,7 @@ TEST(Mpi, AutoPicksMpiUnderMpiexec) {
 // Launched() judges from the environment alone; each launcher's variables,
 // set and cleared here (and restored), flip it.
 TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
-  EXPECT_TRUE(mpi::Launched());  // we run under mpiexec
+  EXPECT_TRUE(bootstrap::MpiLauncherVariables());  // we run under mpiexec
   const char* vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS",
                         "MV2_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"};
   std::vector<std::pair<std::string, std::string>> saved;
@@ -76,20 +77,20 @@ TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
     if (const char* x = std::getenv(v)) saved.emplace_back(v, x);
     unsetenv(v);
   }
-  EXPECT_FALSE(mpi::Launched());
+  EXPECT_FALSE(bootstrap::MpiLauncherVariables());
   setenv("SLURM_PROCID", "0", 1);
   setenv("SLURM_NTASKS", "4", 1);  // an sbatch script, not a task of srun
-  EXPECT_FALSE(mpi::Launched());
+  EXPECT_FALSE(bootstrap::MpiLauncherVariables());
   setenv("SLURM_STEP_NUM_TASKS", "4", 1);
-  EXPECT_TRUE(mpi::Launched());
+  EXPECT_TRUE(bootstrap::MpiLauncherVariables());
   unsetenv("SLURM_PROCID");
   unsetenv("SLURM_NTASKS");
   unsetenv("SLURM_STEP_NUM_TASKS");
   setenv("PMI_SIZE", "2", 1);  // MPICH's hydra
-  EXPECT_TRUE(mpi::Launched());
+  EXPECT_TRUE(bootstrap::MpiLauncherVariables());
   unsetenv("PMI_SIZE");
   for (const auto& [k, v] : saved) setenv(k.c_str(), v.c_str(), 1);
-  EXPECT_TRUE(mpi::Launched());
+  EXPECT_TRUE(bootstrap::MpiLauncherVariables());
 }
 
 // Every rank of these tests runs on one node, so the backend takes the

@@ -1,8 +1,8 @@
-// MPI's lifetime in a weft process, and whether a launcher started us.
+// MPI's lifetime in a weft process (built only with MPI).
 //
-// Every weft piece that talks MPI (the MPI backend, the NCCL backend's
-// unique-id broadcast) calls EnsureInitialized() first and never calls
-// MPI_Init or MPI_Finalize itself:
+// Every weft piece that talks MPI (the MPI backend, the MPI bootstrap that
+// UCX and NCCL worlds use under mpirun) calls EnsureInitialized() first and
+// never calls MPI_Init or MPI_Finalize itself:
 //
 //   RETURN_IF_ERROR(weft::mpi::EnsureInitialized());
 //   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm);
@@ -13,8 +13,8 @@
 // collectives on threads of their own) and finalises MPI once, at process
 // exit, from an atexit handler. Once MPI has been finalised it cannot be
 // initialised again, and EnsureInitialized says so instead of crashing.
-#ifndef WEFT_COMM_MPI_BOOTSTRAP_H_
-#define WEFT_COMM_MPI_BOOTSTRAP_H_
+#ifndef WEFT_COMM_BOOTSTRAP_MPI_RUNTIME_H_
+#define WEFT_COMM_BOOTSTRAP_MPI_RUNTIME_H_
 
 #include <string>
 
@@ -28,11 +28,9 @@ namespace mpi {
 // MPI_Init_thread fails, InvalidUsage when MPI was already finalised.
 absl::Status EnsureInitialized();
 
-// True when this process was started by a parallel launcher (mpirun/mpiexec
-// of OpenMPI, MPICH/hydra or MVAPICH, srun with more than one task, any
-// PMI/PMIx launcher), judged from the environment alone: it never
-// initialises MPI, so it is safe to ask before deciding on a backend.
-bool Launched();
+// True once MPI is initialised and not yet finalised (by weft or by the
+// application, say through mpi4py): an MPI program, whatever started it.
+bool Active();
 
 // More ranks of the job on this node than cores? Judged from the launcher's
 // count of local ranks (every MPI launcher sets one of these); unknown
@@ -62,4 +60,4 @@ std::string ErrorString(int code);
 }  // namespace mpi
 }  // namespace weft
 
-#endif  // WEFT_COMM_MPI_BOOTSTRAP_H_
+#endif  // WEFT_COMM_BOOTSTRAP_MPI_RUNTIME_H_

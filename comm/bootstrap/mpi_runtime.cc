@@ -1,4 +1,4 @@
-#include "comm/mpi/bootstrap.h"
+#include "comm/bootstrap/mpi_runtime.h"
 
 #include <mpi.h>
 
@@ -44,17 +44,6 @@ const char* ThreadLevelName(int level) {
   return "unknown";
 }
 
-bool EnvSet(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0';
-}
-
-int EnvInt(const char* name) {
-  const char* v = std::getenv(name);
-  int x = 0;
-  return v != nullptr && absl::SimpleAtoi(v, &x) ? x : 0;
-}
-
 }  // namespace
 
 std::string ErrorString(int code) {
@@ -97,14 +86,11 @@ absl::Status EnsureInitialized() {
   return absl::OkStatus();
 }
 
-bool Launched() {
-  if (EnvSet("OMPI_COMM_WORLD_SIZE") || EnvSet("PMIX_RANK") || EnvSet("PMI_SIZE") || EnvSet("PMI_RANK") ||
-      EnvSet("MPI_LOCALNRANKS") || EnvSet("MV2_COMM_WORLD_SIZE")) {
-    return true;
-  }
-  // An sbatch script also sees SLURM_PROCID and SLURM_NTASKS; only a task of
-  // a job step (srun) has SLURM_STEP_NUM_TASKS.
-  return EnvSet("SLURM_PROCID") && EnvInt("SLURM_STEP_NUM_TASKS") > 1;
+bool Active() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
 }
 
 bool Oversubscribed() {
