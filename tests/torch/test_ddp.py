@@ -61,7 +61,11 @@ def main():
             worst = max((a - b).abs().max().item() for a, b in zip(weft_params, gloo_params))
             start = Net(config.get("find_unused_parameters", False))
             moved = any((a - b).abs().max().item() > 1e-3 for a, b in zip(weft_params, start.parameters()))
-            job.check(worst <= 1e-6, "DDP %s: weft and gloo parameters differ by %.3g" % (name, worst))
+            # The bf16 hook all-reduces bf16 buckets: weft sums them in float32 and rounds once, gloo rounds
+            # every partial sum to bf16, so beyond 2 ranks (where both round one sum once) their gradients
+            # differ by bf16 roundings (2^-8 relative), and the parameters by lr times that.
+            tol = 1e-6 if not config.get("hook") or job.world == 2 else 2e-4
+            job.check(worst <= tol, "DDP %s: weft and gloo parameters differ by %.3g (> %g)" % (name, worst, tol))
             job.check(moved, "DDP %s: the parameters did not train" % name)
         job.run("DDP " + name, one)
     job.finish()

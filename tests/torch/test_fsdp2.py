@@ -22,7 +22,9 @@ class Block(nn.Module):
     def __init__(self):
         super().__init__()
         self.norm1 = nn.LayerNorm(DIM)
-        self.attn = nn.MultiheadAttention(DIM, HEADS, batch_first=True)
+        # No bias: the key projection's bias has no gradient (softmax ignores it), so its gradient is rounding
+        # noise, which AdamW normalises into full-size steps that differ with any change of summation order.
+        self.attn = nn.MultiheadAttention(DIM, HEADS, bias=False, batch_first=True)
         self.norm2 = nn.LayerNorm(DIM)
         self.mlp = nn.Sequential(nn.Linear(DIM, 4 * DIM), nn.GELU(), nn.Linear(4 * DIM, DIM))
 
