@@ -71,8 +71,8 @@ def main():
         # Started by meson: skip (77) here without a device, else become a one-rank torchrun job (a torchrun
         # child's exit status does not reach meson, so the skip is decided before it).
         skip_without_cuda("CUDA tensors over weft")
-        torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-        os.execv(torchrun, [torchrun, "--standalone", "--nproc_per_node", "1", os.path.abspath(__file__)])
+        os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                                  "1", os.path.abspath(__file__)])
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     job = Job()
     job.run("cuda ops", test_ops)
