@@ -81,6 +81,7 @@ weftComm_t CommCache::Make(const char* what, weftMemoryKind_t memory, int device
 
 weftComm_t CommCache::Cuda(int device) {
   std::lock_guard<std::mutex> lock(mu_);
+  TORCH_CHECK(!destroyed_, "weft: rank ", rank_, ": the process group was shut down");
   if (cuda_ == nullptr) {
     cuda_ = Make("cuda", weftMemoryCuda, device);
     cuda_device_ = device;
@@ -101,6 +102,7 @@ void CommCache::Destroy() {
   if (host_) weftCommDestroy(host_);
   if (cuda_) weftCommDestroy(cuda_);
   host_ = cuda_ = nullptr;
+  destroyed_ = true;
 }
 
 }  // namespace weft_c10d

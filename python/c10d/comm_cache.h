@@ -59,6 +59,7 @@ class CommCache {
   weftComm_t host_ = nullptr;
   weftComm_t cuda_ = nullptr;
   int cuda_device_ = -1;
+  bool destroyed_ = false;
 };
 
 }  // namespace weft_c10d
