@@ -77,7 +77,10 @@ bool WeftWork::isSuccess() const {
 }
 
 bool WeftWork::wait(std::chrono::milliseconds timeout) {
-  if (!cuda_) return c10d::Work::wait(timeout);
+  if (!cuda_) {
+    if (timeout == ::kNoTimeout && stream_ != nullptr) Drain();
+    return c10d::Work::wait(timeout);
+  }
   synchronize();
   return true;
 }
@@ -93,6 +96,20 @@ void WeftWork::synchronize() {
 c10::intrusive_ptr<c10::ivalue::Future> WeftWork::getFuture() { return future_; }
 
 std::vector<at::Tensor> WeftWork::result() { return outputs_; }
+
+void WeftWork::Drain() {
+  std::lock_guard<std::mutex> lock(drain_mu_);
+  if (drained_) return;
+  drained_ = true;
+  weftResult_t r = weftStreamSynchronize(stream_);
+  std::exception_ptr error;
+  if (r != weftSuccess) {  // this thread's last error is that synchronisation's
+    error = std::make_exception_ptr(
+        c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, WeftError(op_, rank_, r)));
+  }
+  release_(stream_);
+  Complete(error);
+}
 
 void WeftWork::Complete(std::exception_ptr error) {
   if (!error) {
@@ -276,15 +293,20 @@ weftStream_t WeftBackend::LeaseStream() {
   return s;
 }
 
-void WeftBackend::Finish(c10::intrusive_ptr<WeftWork> work) {
+void WeftBackend::Finish(const c10::intrusive_ptr<WeftWork>& work) {
+  work->release_ = [this](weftStream_t s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_streams_.push_back(s);
+  };
   std::lock_guard<std::mutex> lock(mu_);
-  pending_.push_back(std::move(work));
+  pending_.push_back(work);
   cv_.notify_one();
 }
 
 // Host work completes in issue order (collectives on one communicator run
 // in that order), so synchronising each stream in turn completes each Work
-// as soon as its collective is done, with that collective's own error.
+// as soon as its collective is done, with that collective's own error (or
+// finds it already drained by a thread in wait()).
 void WeftBackend::CompletionLoop() {
   for (;;) {
     c10::intrusive_ptr<WeftWork> work;
@@ -295,17 +317,7 @@ void WeftBackend::CompletionLoop() {
       work = std::move(pending_.front());
       pending_.pop_front();
     }
-    weftResult_t r = weftStreamSynchronize(work->stream_);
-    std::exception_ptr error;
-    if (r != weftSuccess) {
-      error = std::make_exception_ptr(c10::DistBackendError(
-          {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, WeftError(work->op_, getRank(), r)));
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      free_streams_.push_back(work->stream_);
-    }
-    work->Complete(error);
+    work->Drain();
   }
 }
 

@@ -48,7 +48,11 @@ class WeftWork : public c10d::Work {
  private:
   friend class WeftBackend;
   friend class Op;
-  void Complete(std::exception_ptr error);  // host work: after its stream synchronised
+  void Complete(std::exception_ptr error);  // once the data is there (or failed to get there)
+  // Host work: synchronises its stream and completes, once, on whichever
+  // thread comes first: a thread blocked in wait() (one wake-up fewer than
+  // waiting for the completion thread) or the completion thread.
+  void Drain();
 
   const char* op_;
   bool cuda_;
@@ -57,6 +61,9 @@ class WeftWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;          // the future's value
   std::vector<std::function<void()>> post_;  // copies out of temporaries, once the data is there
   weftStream_t stream_ = nullptr;            // host: the stream it runs on
+  std::function<void(weftStream_t)> release_;  // host: hands the stream back to the group
+  std::mutex drain_mu_;
+  bool drained_ = false;
   std::shared_ptr<CudaDone> done_;           // CUDA: its end on the communicator's stream
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
@@ -123,7 +130,7 @@ class WeftBackend : public c10d::Backend {
  private:
   friend class Op;
   weftStream_t LeaseStream();
-  void Finish(c10::intrusive_ptr<WeftWork> work);  // host work: to the completion thread
+  void Finish(const c10::intrusive_ptr<WeftWork>& work);  // host work: to the completion thread
   void CompletionLoop();
   CudaOrder& Order(int device);
 
