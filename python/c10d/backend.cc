@@ -64,7 +64,10 @@ weftRedOp_t WeftOp(const char* op, const c10d::ReduceOp& rop, const at::Tensor& 
 // ---------------------------------------------------------------- WeftWork
 
 WeftWork::WeftWork(int rank, c10d::OpType type, const char* op, bool cuda, weftComm_t comm)
-    : c10d::Work(rank, type), op_(op), cuda_(cuda), comm_(comm) {}
+    : c10d::Work(rank, type), op_(op), cuda_(cuda), comm_(comm) {
+  // Host work: completed by Drain. CUDA work: made by CudaDone, in stream order.
+  if (!cuda_) future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+}
 
 bool WeftWork::isCompleted() {
   if (cuda_) return done_ && done_->Query();
@@ -77,6 +80,8 @@ bool WeftWork::isSuccess() const {
 }
 
 bool WeftWork::wait(std::chrono::milliseconds timeout) {
+  TORCH_CHECK(!open_, "weft: rank ", rank_, ": wait() on a collective of a coalesced group before endCoalescing "
+              "(wait for the Work endCoalescing returns)");
   if (!cuda_) {
     if (timeout == ::kNoTimeout && stream_ != nullptr) Drain();
     return c10d::Work::wait(timeout);
@@ -217,6 +222,7 @@ c10::intrusive_ptr<c10d::Work> Op::Issue(std::vector<at::Tensor> outputs) {
   if (b_.coalescing_) {
     if (!b_.group_) {
       b_.group_ = c10::make_intrusive<WeftWork>(rank(), c10d::OpType::COALESCED, "coalesced collectives", cuda_, comm_);
+      b_.group_->open_ = true;
       if (!cuda_) b_.group_->stream_ = b_.LeaseStream();
     }
     work = b_.group_;
@@ -263,7 +269,6 @@ c10::intrusive_ptr<c10d::Work> Op::Issue(std::vector<at::Tensor> outputs) {
   if (cuda_) {
     work->future_ = work->done_->Future(work->outputs_);
   } else {
-    work->future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     b_.Finish(work);
   }
   return work;
@@ -338,14 +343,13 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::endCoalescing() {
   group_.reset();
   if (!work) {  // nothing was issued: a Work that is already done
     work = c10::make_intrusive<WeftWork>(getRank(), c10d::OpType::COALESCED, "coalesced collectives", false, nullptr);
-    work->future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     work->Complete(nullptr);
     return work;
   }
+  work->open_ = false;
   if (work->cuda_) {
     work->future_ = work->done_->Future(work->outputs_);
   } else {
-    work->future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     Finish(work);
   }
   return work;
@@ -534,7 +538,6 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::barrier(const c10d::BarrierOptions&)
   weftResult_t r = weftBarrier(comm);
   if (r != weftSuccess) C10_THROW_ERROR(DistBackendError, WeftError("barrier", getRank(), r));
   auto work = c10::make_intrusive<WeftWork>(getRank(), c10d::OpType::BARRIER, "barrier", false, comm);
-  work->future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   work->Complete(nullptr);
   return work;
 }

@@ -64,6 +64,7 @@ class WeftWork : public c10d::Work {
   std::function<void(weftStream_t)> release_;  // host: hands the stream back to the group
   std::mutex drain_mu_;
   bool drained_ = false;
+  bool open_ = false;  // a coalesced group before endCoalescing: more may join it
   std::shared_ptr<CudaDone> done_;           // CUDA: its end on the communicator's stream
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
