@@ -124,7 +124,8 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   }
   if (optind != argc - 1) {
     return weft::InvalidArgument("expected exactly one collective (all_reduce, reduce_scatter, all_gather, "
-                                 "broadcast) besides the flags, got %d", argc - optind);
+                                 "broadcast, reduce, gather, scatter, alltoall, sendrecv) besides the flags, got %d",
+                                 argc - optind);
   }
   ASSIGN_OR_RETURN(o.collective, ParseCollective(argv[optind]));
   if (o.min_bytes > o.max_bytes) {
@@ -138,7 +139,7 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
 
 std::string Usage(const char* argv0) {
   return absl::StrFormat(
-      "USAGE: %s <all_reduce|reduce_scatter|all_gather|broadcast> [flags]\n"
+      "USAGE: %s <all_reduce|reduce_scatter|all_gather|broadcast|reduce|gather|scatter|alltoall|sendrecv> [flags]\n"
       "  launched by mpirun/srun (one rank per process), or alone for one rank\n"
       "  -b,--minbytes <size>      smallest size (K/M/G suffixes; default 32M)\n"
       "  -e,--maxbytes <size>      largest size (default 32M)\n"
@@ -150,7 +151,7 @@ std::string Usage(const char* argv0) {
       "  -o,--op <op>              sum, prod, max, min, avg, a comma list or all (default sum)\n"
       "  -d,--datatype <type>      int8, uint8, int32, int64, half, float, double, bfloat16\n"
       "                            (or float16, float32, float64), a comma list or all (default float)\n"
-      "  -r,--root <rank>          broadcast root (default 0)\n"
+      "  -r,--root <rank>          root of broadcast, reduce, gather and scatter (default 0)\n"
       "  -z,--blocking <0|1>       1: a barrier after every collective\n"
       "  -y,--stream_null <0|1>    1 (default): blocking calls (stream NULL); 0: enqueue on a weft host stream\n"
       "  -a,--average <0|1|2|3>    time reported: rank 0's, the mean (default), min or max over ranks\n"

@@ -191,6 +191,47 @@ void PrepareCheck(Collective c, bool in_place, const Layout& l, const Spec& s, i
       Poison(b.recv, b.expected, l.count * es);
       if (rank == root) FillInput(in_place ? b.recv : b.send, l.count, 0, rank, s);
       break;
+    case Collective::kReduce:  // only root's recvbuf is written
+      FillInput(in_place ? b.recv : b.send, l.count, 0, rank, s);
+      if (rank != root) {
+        *count = 0;
+        break;
+      }
+      FillReduced(b.expected, l.count, 0, s);
+      if (!in_place) Poison(b.recv, b.expected, l.count * es);
+      break;
+    case Collective::kGather:
+      if (rank == root) {
+        *count = l.recv_count;
+        for (int j = 0; j < s.nranks; ++j) FillInput(b.expected + static_cast<size_t>(j) * block, l.count, 0, j, s);
+        Poison(b.recv, b.expected, l.recv_count * es);
+      } else {
+        *count = 0;
+      }
+      FillInput(in_place ? b.recv + static_cast<size_t>(rank) * block : b.send, l.count, 0, rank, s);
+      break;
+    case Collective::kScatter:
+      // Rank r receives block r of root's nranks-block input.
+      FillInput(b.expected, l.count, static_cast<size_t>(rank) * l.count, root, s);
+      // In place every rank's recvbuf is its slot of recvbuf (CallBuffers), as for reduce_scatter.
+      if (rank == root) FillInput(in_place ? b.recv : b.send, l.send_count, 0, rank, s);
+      if (in_place) *got = b.recv + static_cast<size_t>(rank) * block;
+      if (!(in_place && rank == root)) Poison(*got, b.expected, block);
+      break;
+    case Collective::kAllToAll:
+      // Block j of the result is block `rank` of rank j's input.
+      *count = l.recv_count;
+      for (int j = 0; j < s.nranks; ++j) {
+        FillInput(b.expected + static_cast<size_t>(j) * block, l.count, static_cast<size_t>(rank) * l.count, j, s);
+      }
+      Poison(b.recv, b.expected, l.recv_count * es);
+      FillInput(b.send, l.send_count, 0, rank, s);
+      break;
+    case Collective::kSendRecv:
+      FillInput(b.expected, l.count, 0, (rank - 1 + s.nranks) % s.nranks, s);
+      FillInput(in_place ? b.recv : b.send, l.count, 0, rank, s);
+      if (!in_place) Poison(b.recv, b.expected, l.count * es);
+      break;
   }
 }
 

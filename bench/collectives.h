@@ -12,6 +12,15 @@
 //   reduce_scatter  count = size/es/n      bytes = count*es*n      (n-1)/n
 //   all_gather      count = size/es/n      bytes = count*es*n      (n-1)/n
 //   broadcast       count = size/es        bytes = count*es        1
+//   reduce          count = size/es        bytes = count*es        1
+//   gather          count = size/es/n      bytes = count*es*n      (n-1)/n
+//   scatter         count = size/es/n      bytes = count*es*n      (n-1)/n
+//   alltoall        count = size/es/n      bytes = count*es*n      (n-1)/n
+//   sendrecv        count = size/es        bytes = count*es        1
+//
+// sendrecv is a ring exchange: every rank sends to rank+1 and receives from
+// rank-1 in one group (weftGroupStart/End). alltoall is never in place, so
+// its in-place columns are N/A.
 //
 //   Layout l = GetLayout(Collective::kAllGather, 1000, 4);  // l.count == 250
 #ifndef WEFT_BENCH_COLLECTIVES_H_
@@ -26,12 +35,27 @@
 
 namespace weft_bench {
 
-enum class Collective : int { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2, kBroadcast = 3 };
+enum class Collective : int {
+  kAllReduce = 0,
+  kReduceScatter = 1,
+  kAllGather = 2,
+  kBroadcast = 3,
+  kReduce = 4,
+  kGather = 5,
+  kScatter = 6,
+  kAllToAll = 7,
+  kSendRecv = 8
+};
+inline constexpr Collective kCollectives[] = {Collective::kAllReduce, Collective::kReduceScatter,
+                                              Collective::kAllGather, Collective::kBroadcast, Collective::kReduce,
+                                              Collective::kGather, Collective::kScatter, Collective::kAllToAll,
+                                              Collective::kSendRecv};
 
 const char* CollectiveName(Collective c);
 absl::StatusOr<Collective> ParseCollective(const std::string& name);
 bool Reduces(Collective c);    // takes an op
 bool HasRoot(Collective c);
+bool HasInPlace(Collective c);  // false: alltoall
 
 // One measurement's element counts, nccl-tests' getCollByteCount. Offsets
 // place the in-place call: send = recvbuf + send_inplace_offset * rank,
@@ -60,6 +84,8 @@ void Bandwidth(Collective c, const Layout& l, size_t es, int nranks, double seco
 
 // OK for weftSuccess, else an error with weft's message for `call`.
 absl::Status WeftStatus(const char* call, weftResult_t r);
+// OK for MPI_SUCCESS, else an error with MPI's message for `call`.
+absl::Status MpiStatus(const char* call, int err);
 
 // One weft call. `stream`: NULL (blocking) or a weftStream_t.
 absl::Status RunWeft(Collective c, const void* send, void* recv, size_t count, weftDataType_t t, weftRedOp_t op,
@@ -67,7 +93,8 @@ absl::Status RunWeft(Collective c, const void* send, void* recv, size_t count, w
 
 // The raw MPI collective of the same size on MPI_COMM_WORLD: MPI_Allreduce,
 // MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast (of recvbuf; MPI has no
-// out-of-place broadcast, so root's copy is not timed).
+// out-of-place broadcast, so root's copy is not timed), MPI_Reduce,
+// MPI_Gather, MPI_Scatter, MPI_Alltoall, MPI_Sendrecv.
 absl::Status RunMpi(Collective c, const void* send, void* recv, size_t count, weftDataType_t t, weftRedOp_t op,
                     int root);
 // False when MPI cannot do (c, t): reductions of float16 and bfloat16.

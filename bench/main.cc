@@ -1,11 +1,15 @@
-// weft-bench: nccl-tests' collective benchmark for weft, MPI-launched.
+// weft-bench: nccl-tests' collective benchmark for weft, launched by mpirun
+// or by anything weftCommInitWorld knows (torchrun, Slurm, WEFT_RANK).
 //
 //   mpirun -np 4 build/bench/weft-bench all_reduce -b 8 -e 64M -f 4 -c 1 --baseline mpi
+//   tests/launch/launch.py --np 3 --as torchrun -- build/bench/weft-bench all_reduce -b 8 -e 1M -f 4 -c 1
 //
-// weft is driven only through its C ABI; MPI (MPI_COMM_WORLD) serves the
-// timing barriers, the combining of per-rank times and error counts, and the
-// raw-MPI baseline. Started without a launcher it runs one rank. CUDA memory
-// (the NCCL backend) is not benchmarked yet: buffers are host memory.
+// weft is driven only through its C ABI. The timing barriers, the combining
+// of per-rank times and error counts and the rank lines go through a harness
+// (bench/harness.h): MPI_COMM_WORLD when an MPI launcher started the process,
+// else a second weft communicator split off the measured world. The raw-MPI
+// baseline needs the former. Started without a launcher it runs one rank.
+// CUDA memory (the NCCL backend) is not benchmarked yet: buffers are host memory.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -15,6 +19,7 @@
 
 #include "absl/strings/str_format.h"
 #include "bench/args.h"
+#include "bench/harness.h"
 #include "bench/runner.h"
 #include "bench/table.h"
 #include "bench/types.h"
@@ -27,42 +32,38 @@ constexpr int kExitWrong = 1;
 constexpr int kExitError = 2;
 
 // A failure in the middle of collectives: the other ranks may be waiting in
-// one, so take the whole job down rather than leave it hanging.
-[[noreturn]] void Fail(int rank, const absl::Status& s) {
+// one, so take the whole job down rather than leave it hanging. Under MPI,
+// MPI_Abort does; otherwise this process leaves, and the others' waits on it
+// fail when its connections close, or at weft's timeout (WEFT_TIMEOUT_MS).
+[[noreturn]] void Fail(bool mpi, int rank, const absl::Status& s) {
   std::fprintf(stderr, "weft-bench: rank %d: %s\n", rank, std::string(s.message()).c_str());
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, kExitError);
-  std::_Exit(kExitError);  // MPI_Abort does not return; this tells the compiler so
+  std::fflush(stdout);
+  if (mpi) MPI_Abort(MPI_COMM_WORLD, kExitError);
+  std::_Exit(kExitError);
 }
 
-std::string MpiVersion() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(text, &len);
-  std::string v(text, static_cast<size_t>(len));
-  return v.substr(0, v.find_first_of(",\n"));  // "Open MPI v4.1.4"
-}
-
-// Every rank's "# Rank" line, gathered in rank order on rank 0.
-std::vector<std::string> RankLines(int rank, int nranks, const std::string& backend) {
-  constexpr int kLine = 256;
+// This rank's "# Rank" line.
+std::string RankLine(int rank, const std::string& backend) {
   char host[128] = {};
   gethostname(host, sizeof(host) - 1);
-  char line[kLine] = {};
+  char line[Harness::kLine] = {};
   std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6d on %10s device   host memory (weft backend %s)",
                 rank, static_cast<int>(getpid()), host, backend.c_str());
-  std::vector<char> all(rank == 0 ? static_cast<size_t>(kLine) * nranks : 0);
-  MPI_Gather(line, kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, MPI_COMM_WORLD);
-  std::vector<std::string> out;
-  for (int r = 0; rank == 0 && r < nranks; ++r) out.emplace_back(&all[static_cast<size_t>(r) * kLine]);
-  return out;
+  return line;
 }
 
 // Refusals that every rank reaches alike (bad flags, a world weft cannot
-// span): rank 0 explains, all leave cleanly with kExitError.
+// span, a baseline without MPI): rank 0 explains, all leave cleanly with
+// kExitError. `mpi_size`: MPI_COMM_WORLD's size, 0 when not MPI-launched.
 absl::Status Validate(const Options& o, int nranks, int mpi_size, weftMemoryKind_t memory,
                       const std::string& backend) {
-  if (nranks != mpi_size) {
+  if (o.baseline_mpi && mpi_size == 0) {
+    return weft::InvalidArgument("--baseline mpi times MPI_COMM_WORLD's collectives, but no MPI launcher (mpirun, "
+                                 "mpiexec, srun with PMI) started this job: launch it with mpirun, or drop "
+                                 "--baseline");
+  }
+  if (mpi_size != 0 && nranks != mpi_size) {
     return weft::InvalidArgument("backend %s gave a %d-rank communicator but MPI_COMM_WORLD has %d ranks: it spans "
                                  "one process, so run it without mpirun (or use --backend mpi)",
                                  backend, nranks, mpi_size);
@@ -76,10 +77,13 @@ absl::Status Validate(const Options& o, int nranks, int mpi_size, weftMemoryKind
   return absl::OkStatus();
 }
 
-int Main(int argc, char** argv, int mpi_rank, int mpi_size) {
+// `mpi_size`: MPI_COMM_WORLD's size, 0 when no MPI launcher started the job
+// (then `launch_rank` is the launcher's word for this rank, until weft's world says).
+int Main(int argc, char** argv, int launch_rank, int mpi_size) {
+  const bool mpi = mpi_size != 0;
   absl::StatusOr<Options> parsed = ParseArgs(argc, argv);
   if (!parsed.ok() || parsed->help) {
-    if (mpi_rank == 0) {
+    if (launch_rank == 0) {
       if (!parsed.ok()) std::fprintf(stderr, "weft-bench: %s\n\n", std::string(parsed.status().message()).c_str());
       std::fputs(Usage(argv[0]).c_str(), parsed.ok() ? stdout : stderr);
     }
@@ -97,16 +101,25 @@ int Main(int argc, char** argv, int mpi_rank, int mpi_size) {
   if (s.ok()) s = WeftStatus("weftCommUserRank", weftCommUserRank(w.comm, &w.rank));
   if (s.ok()) s = WeftStatus("weftCommGetBackend", weftCommGetBackend(w.comm, &backend));
   if (s.ok()) s = WeftStatus("weftCommGetMemoryKind", weftCommGetMemoryKind(w.comm, &memory));
-  if (!s.ok()) Fail(mpi_rank, s);
+  if (!s.ok()) Fail(mpi, launch_rank, s);
   s = Validate(o, w.nranks, mpi_size, memory, BackendName(backend));
   if (!s.ok()) {
-    if (mpi_rank == 0) std::fprintf(stderr, "weft-bench: %s\n", std::string(s.message()).c_str());
+    if (w.rank == 0) std::fprintf(stderr, "weft-bench: %s\n", std::string(s.message()).c_str());
     weftCommDestroy(w.comm);
     return kExitError;
   }
+  std::unique_ptr<Harness> harness;
+  if (mpi) {
+    harness = MpiHarness();
+  } else {
+    absl::StatusOr<std::unique_ptr<Harness>> split = WeftHarness(w.comm);
+    if (!split.ok()) Fail(mpi, w.rank, split.status());
+    harness = std::move(*split);
+  }
+  w.harness = harness.get();
   if (!o.stream_null) {
     s = WeftStatus("weftStreamCreate", weftStreamCreate(&w.stream));
-    if (!s.ok()) Fail(w.rank, s);
+    if (!s.ok()) Fail(mpi, w.rank, s);
   }
 
   RunInfo info;
@@ -115,27 +128,29 @@ int Main(int argc, char** argv, int mpi_rank, int mpi_size) {
   int version = 0;
   weftGetVersion(&version);
   info.weft_version = absl::StrFormat("%d.%d.%d", version / 10000, version / 100 % 100, version % 100);
-  info.mpi_version = MpiVersion();
-  info.rank_lines = RankLines(mpi_rank, mpi_size, info.backend);
-  const bool print = mpi_rank == 0;
+  info.mpi_version = mpi ? MpiVersion() : "none";
+  absl::StatusOr<std::vector<std::string>> lines = harness->GatherLines(RankLine(w.rank, info.backend));
+  if (!lines.ok()) Fail(mpi, w.rank, lines.status());
+  info.rank_lines = *lines;
+  const bool print = w.rank == 0;
   if (print) {
     PrintPreamble(o, info);
     PrintHeader(o);
   }
 
   absl::StatusOr<std::unique_ptr<Runner>> runner = Runner::Create(o, w);
-  if (!runner.ok()) Fail(w.rank, runner.status());
+  if (!runner.ok()) Fail(mpi, w.rank, runner.status());
   std::vector<Row> rows;
   Totals totals;
   for (weftDataType_t t : o.types) {
     const std::vector<weftRedOp_t> ops = Reduces(o.collective) ? o.ops : std::vector<weftRedOp_t>{weftSum};
     for (weftRedOp_t op : ops) {
       s = (*runner)->Warmup(t, op);
-      if (!s.ok()) Fail(w.rank, s);
+      if (!s.ok()) Fail(mpi, w.rank, s);
       for (size_t size = o.min_bytes; size <= o.max_bytes;
            size = o.step_factor > 1 ? size * o.step_factor : size + o.step_bytes) {
         absl::StatusOr<Row> row = (*runner)->Run(size, t, op);
-        if (!row.ok()) Fail(w.rank, row.status());
+        if (!row.ok()) Fail(mpi, w.rank, row.status());
         totals.Add(*row);
         rows.push_back(*row);
         if (print) PrintRow(o, *row);
@@ -152,6 +167,7 @@ int Main(int argc, char** argv, int mpi_rank, int mpi_size) {
   }
   runner->reset();
   if (w.stream != nullptr) weftStreamDestroy(w.stream);
+  harness.reset();  // its communicator was split off w.comm
   weftCommDestroy(w.comm);
   if (totals.wrong != 0) return kExitWrong;
   return s.ok() ? 0 : kExitError;
@@ -162,6 +178,7 @@ int Main(int argc, char** argv, int mpi_rank, int mpi_size) {
 
 int main(int argc, char** argv) {
   setlinebuf(stdout);
+  if (!weft_bench::MpiLaunched()) return weft_bench::Main(argc, argv, weft_bench::LauncherRank(), 0);
   // weft may call MPI from its host-stream threads: ask for full thread support.
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

@@ -1,7 +1,5 @@
 #include "bench/runner.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,16 +20,6 @@ unsigned char* Allocate(size_t bytes) {
   // Touch every page now, so that first-touch faults are never timed.
   if (p != nullptr) std::memset(p, 0, rounded == 0 ? kAlign : rounded);
   return static_cast<unsigned char*>(p);
-}
-
-double Combine(double v, Average a, int nranks) {
-  switch (a) {
-    case Average::kRank0: MPI_Bcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD); return v;
-    case Average::kMean: MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); return v / nranks;
-    case Average::kMin: MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD); return v;
-    case Average::kMax: MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); return v;
-  }
-  return v;
 }
 
 }  // namespace
@@ -71,9 +59,24 @@ absl::Status Runner::Launch(Mode m, const Layout& l, weftDataType_t t, weftRedOp
   }
   if (o_.blocking) {
     RETURN_IF_ERROR(Complete());
-    MPI_Barrier(MPI_COMM_WORLD);
+    RETURN_IF_ERROR(w_.harness->Barrier());
   }
   return absl::OkStatus();
+}
+
+// Per-rank times combined as -a says.
+absl::StatusOr<double> Runner::Combine(double seconds) {
+  Harness& h = *w_.harness;
+  switch (o_.average) {
+    case Average::kRank0: return h.Broadcast(seconds);
+    case Average::kMean: {
+      ASSIGN_OR_RETURN(const double sum, h.AllReduce(seconds, Harness::Reduce::kSum));
+      return sum / w_.nranks;
+    }
+    case Average::kMin: return h.AllReduce(seconds, Harness::Reduce::kMin);
+    case Average::kMax: return h.AllReduce(seconds, Harness::Reduce::kMax);
+  }
+  return seconds;
 }
 
 absl::Status Runner::Complete() {
@@ -91,12 +94,12 @@ absl::StatusOr<double> Runner::Time(Mode m, const Layout& l, weftDataType_t t, w
   const int offsets = total == 0 ? 1 : static_cast<int>(std::min<size_t>(capacity_ / total, o_.iters));
   for (int i = 0; i < std::max(offsets, 1); ++i) RETURN_IF_ERROR(Launch(m, l, t, op, i));
   RETURN_IF_ERROR(Complete());
-  MPI_Barrier(MPI_COMM_WORLD);
+  RETURN_IF_ERROR(w_.harness->Barrier());
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < o_.iters; ++i) RETURN_IF_ERROR(Launch(m, l, t, op, i));
   RETURN_IF_ERROR(Complete());
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return Combine(elapsed.count() / o_.iters, o_.average, w_.nranks);
+  return Combine(elapsed.count() / o_.iters);
 }
 
 absl::StatusOr<long long> Runner::Check(Mode m, const Layout& l, weftDataType_t t, weftRedOp_t op) {
@@ -118,9 +121,8 @@ absl::StatusOr<long long> Runner::Check(Mode m, const Layout& l, weftDataType_t 
                    l.count, mm.wrong, count, mm.first, static_cast<unsigned long long>(mm.got),
                    static_cast<unsigned long long>(mm.want));
     }
-    long long wrong = static_cast<long long>(mm.wrong);
-    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    if (wrong != 0) return wrong;
+    ASSIGN_OR_RETURN(const int64_t wrong, w_.harness->SumInt64(static_cast<int64_t>(mm.wrong)));
+    if (wrong != 0) return static_cast<long long>(wrong);
   }
   return 0;
 }
@@ -147,6 +149,10 @@ absl::StatusOr<Row> Runner::Run(size_t size, weftDataType_t t, weftRedOp_t op) {
   row.op = op;
   for (Mode m : {Mode::kOutOfPlace, Mode::kInPlace}) {
     Measurement& r = m == Mode::kOutOfPlace ? row.out_of_place : row.in_place;
+    if (m == Mode::kInPlace && !HasInPlace(o_.collective)) {
+      r.ran = false;
+      continue;
+    }
     ASSIGN_OR_RETURN(r.seconds, Time(m, l, t, op));
     Bandwidth(o_.collective, l, es, w_.nranks, r.seconds, &r.algbw, &r.busbw);
     if (o_.check > 0) {

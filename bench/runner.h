@@ -1,13 +1,14 @@
 // Times and checks one collective at one size, on every rank together:
 // nccl-tests' BenchTime, for host memory and weft's C ABI.
 //
-// A measurement makes one untimed call, meets the other ranks at an
-// MPI_Barrier, then times `iters` calls back to back and divides; the
+// A measurement makes one untimed call, meets the other ranks at the
+// harness's barrier (bench/harness.h: MPI_COMM_WORLD or a weft communicator
+// of its own, never the measured one), then times `iters` calls back to back and divides; the
 // per-rank times are combined as -a says. Each call moves its buffers along
 // by one message (wrapping within the -e sized allocation), as nccl-tests
 // does, so mid-sized messages are not timed hot in cache. A size is measured
-// out of place, then in place, then (with --baseline mpi) as the raw MPI
-// collective on the same buffers, so the two are timed minutes apart at most
+// out of place, then in place, then (with --baseline mpi, MPI-launched) as
+// the raw MPI collective on the same buffers, so the two are timed minutes apart at most
 // under the same load.
 //
 //   ASSIGN_OR_RETURN(auto runner, Runner::Create(options, world));
@@ -24,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "bench/args.h"
 #include "bench/collectives.h"
+#include "bench/harness.h"
 #include "weft/weft.h"
 
 namespace weft_bench {
@@ -33,6 +35,7 @@ struct Measurement {
   double algbw = 0;       // GB/s
   double busbw = 0;
   long long wrong = -1;   // wrong elements over all ranks; -1: not checked
+  bool ran = true;        // false: the collective has no such mode (alltoall in place)
 };
 
 struct Row {
@@ -46,10 +49,12 @@ struct Row {
   Measurement baseline;   // raw MPI, out of place, not checked
 };
 
-// This rank's place: weft's communicator and (for -y 0) its host stream.
+// This rank's place: weft's communicator, (for -y 0) its host stream, and
+// the harness the ranks meet and combine results over (not owned).
 struct World {
   weftComm_t comm = nullptr;
   weftStream_t stream = nullptr;
+  Harness* harness = nullptr;
   int rank = 0;
   int nranks = 1;
 };
@@ -73,6 +78,7 @@ class Runner {
   absl::Status Complete();
   absl::StatusOr<double> Time(Mode m, const Layout& l, weftDataType_t t, weftRedOp_t op);
   absl::StatusOr<long long> Check(Mode m, const Layout& l, weftDataType_t t, weftRedOp_t op);
+  absl::StatusOr<double> Combine(double seconds);
 
   const Options o_;
   const World w_;

@@ -34,10 +34,18 @@ double Ratio(const Row& row) {
 }
 
 void PrintMeasurement(const Measurement& m) {
+  if (!m.ran) {
+    std::printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+    return;
+  }
   std::printf("  %7s  %6.2f  %6.2f  %5s", TimeText(m.seconds).c_str(), m.algbw, m.busbw, WrongText(m.wrong).c_str());
 }
 
 void JsonMeasurement(FILE* f, const char* name, const Measurement& m, bool checked) {
+  if (!m.ran) {
+    std::fprintf(f, "\"%s\": null", name);
+    return;
+  }
   std::fprintf(f, "\"%s\": {\"time_us\": %.3f, \"algbw\": %.6g, \"busbw\": %.6g", name, m.seconds * 1e6, m.algbw,
                m.busbw);
   if (checked) std::fprintf(f, ", \"wrong\": %lld", m.wrong);
@@ -48,6 +56,7 @@ void JsonMeasurement(FILE* f, const char* name, const Measurement& m, bool check
 
 void Totals::Add(const Row& row) {
   for (const Measurement* m : {&row.out_of_place, &row.in_place}) {
+    if (!m->ran) continue;
     if (m->wrong > 0) wrong += m->wrong;
     busbw_sum += m->busbw;
     ++busbw_count;
@@ -66,6 +75,8 @@ void PrintPreamble(const Options& o, const RunInfo& info) {
               "validation: %d graph: 0\n",
               o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
               o.step_factor > 1 ? "factor" : "bytes", o.warmup_iters, o.iters, o.check);
+  std::printf("# MPI: %s; barriers and per-rank results over %s\n", info.mpi_version.c_str(),
+              info.mpi_version == "none" ? "a second weft communicator split off the world" : "MPI_COMM_WORLD");
   if (o.blocking) std::printf("# Blocking Enabled: wait for completion and barrier after each collective \n");
   if (o.baseline_mpi) {
     std::printf("# Baseline: raw MPI (%s) on MPI_COMM_WORLD, the same sizes and buffers, timed right after weft\n",

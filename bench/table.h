@@ -27,7 +27,7 @@ struct RunInfo {
   int nranks = 1;
   std::string backend;     // the backend weft chose
   std::string weft_version;
-  std::string mpi_version;
+  std::string mpi_version;  // the MPI library's, "none" when no MPI launcher started the job
   std::vector<std::string> rank_lines;  // "# Rank ..." lines, every rank's, in rank order
 };
 

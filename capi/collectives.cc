@@ -44,3 +44,68 @@ WEFT_API weftResult_t weftBroadcast(const void* sendbuf, void* recvbuf, size_t c
     return c->Broadcast(sendbuf, recvbuf, count, T(dtype), root, stream);
   });
 }
+
+WEFT_API weftResult_t weftSend(const void* sendbuf, size_t count, weftDataType_t dtype, int peer, weftComm_t comm,
+                               void* stream) {
+  return Guard("weftSend", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->Send(sendbuf, count, T(dtype), peer, stream);
+  });
+}
+
+WEFT_API weftResult_t weftRecv(void* recvbuf, size_t count, weftDataType_t dtype, int peer, weftComm_t comm,
+                               void* stream) {
+  return Guard("weftRecv", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->Recv(recvbuf, count, T(dtype), peer, stream);
+  });
+}
+
+WEFT_API weftResult_t weftReduce(const void* sendbuf, void* recvbuf, size_t count, weftDataType_t dtype,
+                                 weftRedOp_t op, int root, weftComm_t comm, void* stream) {
+  return Guard("weftReduce", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->Reduce(sendbuf, recvbuf, count, T(dtype), Op(op), root, stream);
+  });
+}
+
+WEFT_API weftResult_t weftGather(const void* sendbuf, void* recvbuf, size_t sendcount, weftDataType_t dtype, int root,
+                                 weftComm_t comm, void* stream) {
+  return Guard("weftGather", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->Gather(sendbuf, recvbuf, sendcount, T(dtype), root, stream);
+  });
+}
+
+WEFT_API weftResult_t weftScatter(const void* sendbuf, void* recvbuf, size_t recvcount, weftDataType_t dtype,
+                                  int root, weftComm_t comm, void* stream) {
+  return Guard("weftScatter", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->Scatter(sendbuf, recvbuf, recvcount, T(dtype), root, stream);
+  });
+}
+
+WEFT_API weftResult_t weftAllToAll(const void* sendbuf, void* recvbuf, size_t count, weftDataType_t dtype,
+                                   weftComm_t comm, void* stream) {
+  return Guard("weftAllToAll", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->AllToAll(sendbuf, recvbuf, count, T(dtype), stream);
+  });
+}
+
+WEFT_API weftResult_t weftAllToAllv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                                    void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                                    weftDataType_t dtype, weftComm_t comm, void* stream) {
+  return Guard("weftAllToAllv", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->AllToAllv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, T(dtype), stream);
+  });
+}
+
+WEFT_API weftResult_t weftGroupStart(void) {
+  return Guard("weftGroupStart", []() -> absl::Status { return weft::Communicator::GroupStart(); });
+}
+
+WEFT_API weftResult_t weftGroupEnd(void) {
+  return Guard("weftGroupEnd", []() -> absl::Status { return weft::Communicator::GroupEnd(); });
+}

@@ -6,7 +6,6 @@
 #include "capi/export.h"
 #include "capi/handles.h"
 #include "capi/result.h"
-#include "comm/inproc/comm.h"
 #include "comm/bootstrap/wire.h"
 #include "comm/registry.h"
 #include "core/status.h"
@@ -160,7 +159,11 @@ WEFT_API weftResult_t weftCommInitInProcess(weftComm_t* comms, int nranks, const
       return weft::InvalidArgument("config->backend = %d: weftCommInitInProcess makes in-process communicators "
                                    "(use weftBackendAuto or weftBackendInProcess)", c.backend);
     }
-    ASSIGN_OR_RETURN(auto impls, weft::inproc::InitInProcess(nranks, weft::capi::ToOptions(c)));
+    const weft::BackendFactory* inproc = weft::FindBackend(weft::Backend::kInProcess);
+    if (inproc == nullptr || inproc->init_local == nullptr) {
+      return weft::InternalError("weftCommInitInProcess: the in-process backend is not registered");
+    }
+    ASSIGN_OR_RETURN(auto impls, inproc->init_local(nranks, weft::capi::ToOptions(c)));
     for (int r = 0; r < nranks; ++r) comms[r] = weft::capi::NewHandle(std::move(impls[r]));
     return absl::OkStatus();
   });

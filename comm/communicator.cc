@@ -6,42 +6,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/arguments.h"
 #include "core/env.h"
 #include "core/memory.h"
 #include "core/status.h"
 #include "core/stream.h"
 
 namespace weft {
-namespace {
-
-absl::Status CheckTypeOp(DataType t, const RedOp* op) {
-  if (!IsValid(t)) {
-    return InvalidArgument("datatype = %d is not a weftDataType_t (expected 0..%d)", static_cast<int>(t),
-                           kNumDataTypes - 1);
-  }
-  if (op != nullptr && !IsValid(*op)) {
-    return InvalidArgument("op = %d is not a weftRedOp_t (expected 0..%d)", static_cast<int>(*op), kNumRedOps - 1);
-  }
-  return absl::OkStatus();
-}
-
-// bytes = count * nblocks * ElementSize(t), refusing overflow.
-absl::StatusOr<size_t> Bytes(const char* what, size_t count, size_t nblocks, DataType t) {
-  const size_t es = ElementSize(t);
-  if (nblocks != 0 && count > std::numeric_limits<size_t>::max() / es / nblocks) {
-    return InvalidArgument("%s = %zu elements of %s times %zu ranks overflows size_t", what, count, Name(t),
-                           nblocks);
-  }
-  return count * nblocks * es;
-}
-
-bool Overlap(const void* a, size_t an, const void* b, size_t bn) {
-  const auto x = reinterpret_cast<uintptr_t>(a);
-  const auto y = reinterpret_cast<uintptr_t>(b);
-  return an != 0 && bn != 0 && x < y + bn && y < x + an;
-}
-
-}  // namespace
 
 const char* Name(Backend b) {
   switch (b) {
@@ -101,7 +72,12 @@ absl::Status Communicator::CheckBuffer(const char* what, const void* p, size_t b
   return absl::OkStatus();
 }
 
-absl::Status Communicator::Issue(const char* name, void* stream, std::function<absl::Status()> op) {
+absl::Status Communicator::Issue(const char* name, void* stream, std::function<absl::Status()> op, bool eager) {
+  if (memory() == MemKind::kHost && InGroup()) return Hold(name, stream, std::move(op), eager);
+  return IssueNow(name, stream, std::move(op));
+}
+
+absl::Status Communicator::IssueNow(const char* name, void* stream, std::function<absl::Status()> op) {
   if (aborted()) return Aborted("%s: the communicator (rank %d) was aborted", name, rank_);
   if (memory() == MemKind::kCuda) {
     // The backend would hand it to NCCL as a cudaStream_t (the kernels refuse it alike).
@@ -305,6 +281,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   if (color < 0 && color != -1) {
     return InvalidArgument("split: color = %d is negative (use WEFT_SPLIT_NOCOLOR = -1 to opt out)", color);
   }
+  if (InGroup()) return InvalidUsage("split: called inside a group (between weftGroupStart and weftGroupEnd)");
   std::unique_ptr<Communicator> out;
   RETURN_IF_ERROR(Issue("split", nullptr, [&]() -> absl::Status {
     ASSIGN_OR_RETURN(out, DoSplit(color, key));

@@ -129,6 +129,11 @@ class ReadyBuffer {
   std::atomic<const Communicator*> checked_for_{nullptr};  // where the parts passed CheckBuffer
 };
 
+// A device backend's group calls (NCCL's ncclGroupStart / ncclGroupEnd),
+// registered from its static initializer, so that Communicator::GroupStart
+// reaches them without shared code naming the backend.
+void RegisterGroupHooks(absl::Status (*start)(), absl::Status (*end)());
+
 class Communicator {
  public:
   Communicator(int rank, int size, const CommOptions& options);
@@ -150,13 +155,37 @@ class Communicator {
   absl::Status AllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream);
   absl::Status Broadcast(const void* send, void* recv, size_t count, DataType t, int root, void* stream);
   absl::Status Barrier();
+  // Point-to-point and the rooted and personalised collectives, with
+  // weftSend & co.'s semantics. On host memory a send is eager: its bytes
+  // are copied out and it completes without waiting for the receiver (the
+  // backend delivers it in the background), so ranks that all send before
+  // they receive never deadlock; a receive returns once the message is in
+  // `recv`. Sends and receives between two ranks match in issue order.
+  absl::Status Send(const void* send, size_t count, DataType t, int peer, void* stream);
+  absl::Status Recv(void* recv, size_t count, DataType t, int peer, void* stream);
+  absl::Status Reduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void* stream);
+  absl::Status Gather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream);
+  absl::Status Scatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void* stream);
+  absl::Status AllToAll(const void* send, void* recv, size_t count, DataType t, void* stream);
+  // counts and displacements in elements, size() of each; copied before
+  // the call returns.
+  absl::Status AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                         const size_t* recvcounts, const size_t* rdispls, DataType t, void* stream);
+  // NCCL's group calls, per thread: between GroupStart and the matching
+  // GroupEnd, calls on host communicators are checked and held, and
+  // GroupEnd issues them, sends first (they never wait), then the rest in
+  // the order they were made; calls on CUDA communicators go to NCCL, whose
+  // own group fuses them. Nested groups end with the outermost GroupEnd.
+  static absl::Status GroupStart();
+  static absl::Status GroupEnd();
   // An all-reduce of a buffer that lies in pieces: every rank passes the
   // same offsets and counts (ascending, not overlapping) with its own
   // pointers, and no piece's memory overlaps another's. Only backends that
   // move the bytes themselves do it (ReducesPieces): in-process ranks reduce
-  // each piece where it lies, MPI ranks on one node stage their
-  // shared-memory rounds from the pieces and store into them. That is the
-  // reducer's separate gradient buffers without a bucket copy in and out.
+  // each piece where it lies, MPI or UCX ranks on one node stage their
+  // shared-memory rounds (comm/p2p) from the pieces and store into them.
+  // That is the reducer's separate gradient buffers without a bucket copy in
+  // and out.
   // Elsewhere it is Unsupported; pack the pieces and call AllReduce.
   virtual bool ReducesPieces() const { return false; }
   absl::Status AllReducePieces(std::vector<Piece> pieces, DataType t, RedOp op, void* stream);
@@ -182,7 +211,7 @@ class Communicator {
   // stream has produced when the collective runs.
   absl::Status AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size_t upto, RedOp op, void* stream);
   // Whether the ranks' ready extents ride on the call's own
-  // synchronisation (in-process ranks; MPI ranks on one node), so that
+  // synchronisation (in-process ranks; MPI or UCX ranks on one node), so that
   // AllReduceReady costs what an AllReduce of the same bytes does. Elsewhere
   // it costs one more small all-reduce per call.
   virtual bool AgreesReadyInCall() const { return false; }
@@ -211,6 +240,21 @@ class Communicator {
   virtual absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                                    void* stream) = 0;
   virtual absl::Status DoBarrier() = 0;
+  // The point-to-point and rooted hooks. Host backends: DoSend must not wait
+  // for the receiver. The defaults refuse (Unsupported, naming the backend).
+  virtual absl::Status DoSend(const void* send, size_t count, DataType t, int peer, void* stream);
+  virtual absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, void* stream);
+  virtual absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
+                                void* stream);
+  virtual absl::Status DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream);
+  virtual absl::Status DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root,
+                                 void* stream);
+  // All-to-all, even or not: block q of `send` (sendcounts[q] elements at
+  // sdispls[q]) goes to rank q, which receives it as its block `rank()`.
+  virtual absl::Status DoAllToAllv(const void* send, const std::vector<size_t>& sendcounts,
+                                   const std::vector<size_t>& sdispls, void* recv,
+                                   const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls,
+                                   DataType t, void* stream);
   // Only where ReducesPieces(); `pieces` checked and non-empty.
   virtual absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op);
   // AllReduceReady, where [reduced, upto) is not yet reduced: this rank
@@ -237,7 +281,15 @@ class Communicator {
   // Checks a buffer against the communicator's memory kind.
   absl::Status CheckBuffer(const char* what, const void* p, size_t bytes) const;
   // Runs `op` in issue order: now (stream == nullptr) or on the host stream.
-  absl::Status Issue(const char* name, void* stream, std::function<absl::Status()> op);
+  // Inside a group (GroupStart) a host communicator holds it for GroupEnd;
+  // `eager` marks a send, which GroupEnd issues first.
+  absl::Status Issue(const char* name, void* stream, std::function<absl::Status()> op, bool eager = false);
+  absl::Status IssueNow(const char* name, void* stream, std::function<absl::Status()> op);
+  // Whether this thread is inside a group; holds a host call for GroupEnd (group.cc).
+  static bool InGroup();
+  absl::Status Hold(const char* name, void* stream, std::function<absl::Status()> op, bool eager);
+  // The checks a rooted call makes of `root`.
+  absl::Status CheckRank(const char* call, const char* what, int r) const;
 
   const int rank_;
   const int size_;

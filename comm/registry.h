@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/bootstrap/bootstrap.h"
@@ -33,6 +34,10 @@ struct BackendFactory {
   // nullptr: the backend makes no worlds that way.
   absl::StatusOr<std::unique_ptr<Communicator>> (*init_bootstrap)(bootstrap::Bootstrap& b,
                                                                   const CommOptions& options);
+  // `nranks` ranks as threads of this process, comms[r] for thread r
+  // (weftCommInitInProcess). nullptr: the backend cannot.
+  absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> (*init_local)(int nranks,
+                                                                          const CommOptions& options) = nullptr;
 };
 
 // Called from a static initializer in each backend.

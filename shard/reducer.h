@@ -88,9 +88,10 @@ struct ReducerOptions {
   // CUDA memory: a bucket is one piece (NCCL pipelines it itself).
   size_t segment_bytes = size_t{2} << 20;
   // Host memory, separate buffers, on a backend that reduces a buffer in
-  // pieces (Communicator::ReducesPieces: in-process ranks, MPI ranks on one
-  // node): a segment is averaged straight from and into its gradients, with
-  // no copy into the bucket and back. Off: the copy plans, as elsewhere.
+  // pieces (Communicator::ReducesPieces: in-process ranks, MPI or UCX ranks
+  // on one node): a segment is averaged straight from and into its
+  // gradients, with no copy into the bucket and back. Off: the copy plans,
+  // as elsewhere.
   bool reduce_in_pieces = true;
   // Only segments whose gradients average at least this many bytes go in
   // pieces: each piece costs the backend a few calls per chunk or round,
@@ -98,9 +99,9 @@ struct ReducerOptions {
   size_t min_piece_bytes = 4096;
   // Host memory, gradient as bucket view, on a backend whose ranks agree on
   // what is ready within the call (Communicator::AgreesReadyInCall:
-  // in-process ranks, MPI ranks on one node): each segment's all-reduce
-  // reaches as far into its bucket as every rank has filled when it runs
-  // (Communicator::AllReduceReady), and the segments queued behind it that
+  // in-process ranks, MPI or UCX ranks on one node): each segment's
+  // all-reduce reaches as far into its bucket as every rank has filled when
+  // it runs (Communicator::AllReduceReady), and the segments queued behind it that
   // it covered cost nothing. Only a reducer that has fallen behind merges:
   // when backward outpaces the collectives, as with no compute between
   // gradients, a bucket goes in one call instead of one per segment. Where

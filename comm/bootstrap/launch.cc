@@ -156,11 +156,14 @@ bool SlurmStep() {
 }
 
 bool MpiLauncherVariables() {
+  // srun sets PMI_* or PMIX_* only with --mpi=pmi2/pmix, when MPI can wire
+  // itself up; a plain srun step has Slurm's variables alone, and MPI_Init
+  // there would make one-rank worlds.
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS",
                         "MV2_COMM_WORLD_SIZE"}) {
     if (Get(v) != nullptr) return true;
   }
-  return SlurmStep();
+  return false;
 }
 
 absl::StatusOr<Launch> FindLaunch(bool mpi_built) {

@@ -30,8 +30,8 @@ struct Launch {
 };
 
 // True when an MPI launcher's own variables are set (mpirun/mpiexec of Open
-// MPI, MPICH/hydra, MVAPICH, any PMI/PMIx launcher), or a Slurm job step of
-// several tasks (srun). Never initialises MPI.
+// MPI, MPICH/hydra, MVAPICH, any PMI/PMIx launcher, srun --mpi=pmix). A
+// plain srun step is Slurm's (SlurmStep). Never initialises MPI.
 bool MpiLauncherVariables();
 // A Slurm job step of several tasks (srun, not the batch script).
 bool SlurmStep();

@@ -97,8 +97,10 @@ void Root::Fail(const absl::Status& s) {
   unsigned char header[kFrameHeaderBytes];
   EncodeFrameHeader({FrameType::kError, static_cast<uint32_t>(payload.size())}, header);
   const Deadline d = After(kFarewellMs);
+  // Connections that have not said hello yet are told too: they are likely
+  // ranks whose hello is on its way (the message carries no secret).
   for (auto& c : conns_) {
-    if (c->rank < 0 || c->bye) continue;
+    if (c->bye || !c->fd.valid()) continue;
     if (WriteAll(c->fd.get(), header, sizeof(header), d, "error to a rank").ok()) {
       (void)WriteAll(c->fd.get(), payload.data(), payload.size(), d, "error to a rank");
     }

@@ -64,9 +64,13 @@ absl::Status SocketBootstrap::Exchange(const void* mine, void* all, size_t bytes
   const std::string where = Describe();
   unsigned char header[kFrameHeaderBytes];
   EncodeFrameHeader({FrameType::kGather, static_cast<uint32_t>(bytes)}, header);
-  RETURN_IF_ERROR(WriteAll(fd_.get(), header, sizeof(header), deadline, "rank's block to " + where));
-  RETURN_IF_ERROR(WriteAll(fd_.get(), mine, bytes, deadline, "rank's block to " + where));
-  absl::Status s = ReadAll(fd_.get(), header, sizeof(header), deadline, "waiting for " + where);
+  absl::Status sent = WriteAll(fd_.get(), header, sizeof(header), deadline, "rank's block to " + where);
+  if (sent.ok()) sent = WriteAll(fd_.get(), mine, bytes, deadline, "rank's block to " + where);
+  // A root that failed the world said why before it closed: read that
+  // rather than report the closed socket.
+  absl::Status s = ReadAll(fd_.get(), header, sizeof(header), sent.ok() ? deadline : After(500),
+                           "waiting for " + where);
+  if (!sent.ok() && !s.ok()) return sent;
   if (absl::IsDeadlineExceeded(s)) {
     return Timeout("rank %d: no answer from %s within the bootstrap timeout of %d ms (the root itself may have "
                    "died)", rank(), where, timeout_ms_);

@@ -49,7 +49,11 @@ enum Kind : int64_t {
   kBroadcast,
   kAllReducePieces,
   kAllReduceReady,
-  kAllReduceReadyParts
+  kAllReduceReadyParts,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAllv
 };
 
 const char* KindName(int64_t k) {
@@ -61,6 +65,10 @@ const char* KindName(int64_t k) {
     case kAllReducePieces: return "all_reduce_pieces";
     case kAllReduceReady: return "all_reduce_ready";
     case kAllReduceReadyParts: return "all_reduce_ready";
+    case kReduce: return "reduce";
+    case kGather: return "gather";
+    case kScatter: return "scatter";
+    case kAllToAllv: return "all_to_all";
   }
   return "collective";
 }
@@ -85,10 +93,13 @@ std::string Describe(const Slot& slot) {
                         count);
   }
   if (kind == kAllReduce || kind == kReduceScatter || kind == kAllReducePieces || kind == kAllReduceReady ||
-      kind == kAllReduceReadyParts) {
+      kind == kAllReduceReadyParts || kind == kReduce) {
     s += absl::StrFormat(" (%s)", Name(static_cast<RedOp>(sig >> 8 & 0xff)));
   }
-  if (kind == kBroadcast) s += absl::StrFormat(" from root %d", static_cast<int>((sig >> 16 & 0xffff) - 1));
+  if (kind == kAllToAllv) s = absl::StrFormat("all_to_all of %s", Name(static_cast<DataType>(sig & 0xff)));
+  const int root = static_cast<int>((sig >> 16 & 0xffff) - 1);
+  if (kind == kBroadcast || kind == kScatter) s += absl::StrFormat(" from root %d", root);
+  if (kind == kReduce || kind == kGather) s += absl::StrFormat(" to root %d", root);
   return s;
 }
 
@@ -125,7 +136,7 @@ void InProcComm::Share(size_t n, Work&& work) {
   world_->WaitDone(end);
 }
 
-void InProcComm::Reduce(size_t n, DataType t, RedOp op, const char* const* src, char* const* dst, int ndst) {
+void InProcComm::ReduceInto(size_t n, DataType t, RedOp op, const char* const* src, char* const* dst, int ndst) {
   const size_t es = ElementSize(t), as = AccumSize(t);
   acc_.resize(std::min(n, kBlockElems) * as);
   for (size_t done = 0; done < n; done += kBlockElems) {
@@ -162,7 +173,7 @@ void InProcComm::AllReduceShared(size_t count, DataType t, RedOp op) {
       char* out = static_cast<char*>(world_->slot(r).recv) + b * es;
       if (r == rank()) dst_[0] = out; else dst_[d++] = out;
     }
-    Reduce(e - b, t, op, src_.data(), dst_.data(), size());
+    ReduceInto(e - b, t, op, src_.data(), dst_.data(), size());
   });
 }
 
@@ -217,7 +228,7 @@ void InProcComm::ReducePiecesShared(const std::vector<Piece>& pieces, size_t beg
         char* out = static_cast<char*>(p.recv) + skip;
         if (r == rank()) dst_[0] = out; else dst_[d++] = out;
       }
-      Reduce(hi - lo, t, op, src_.data(), dst_.data(), size());
+      ReduceInto(hi - lo, t, op, src_.data(), dst_.data(), size());
     }
   });
 }
@@ -249,7 +260,7 @@ absl::Status InProcComm::DoReduceScatter(const void* send, void* recv, size_t re
       src_[r] = static_cast<const char*>(world_->slot(r).send) + (q * recvcount + b) * es;
     }
     dst_[0] = static_cast<char*>(world_->slot(q).recv) + b * es;
-    Reduce(e - b, t, op, src_.data(), dst_.data(), 1);
+    ReduceInto(e - b, t, op, src_.data(), dst_.data(), 1);
   });
   return absl::OkStatus();
 }
@@ -282,6 +293,107 @@ absl::Status InProcComm::DoBroadcast(const void* send, void* recv, size_t count,
       char* dst = static_cast<char*>(world_->slot(q).recv) + b;
       if (dst != src) std::memcpy(dst, src, e - b);
     }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status InProcComm::DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
+                                  void*) {
+  const size_t es = ElementSize(t);
+  if (size() == 1) {  // every op of one rank is the identity
+    if (send != recv && count > 0) std::memcpy(recv, send, count * es);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Publish(send, recv, count, Signature(kReduce, t, op, root)));
+  // Each chunk reduced from every rank's input, in rank order, into root's output.
+  const size_t n = Pieces(count * es);
+  Share(n, [&](size_t i) {
+    const auto [b, e] = Chunk(count, n, i);
+    for (int r = 0; r < size(); ++r) src_[r] = static_cast<const char*>(world_->slot(r).send) + b * es;
+    dst_[0] = static_cast<char*>(world_->slot(root).recv) + b * es;
+    ReduceInto(e - b, t, op, src_.data(), dst_.data(), 1);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status InProcComm::DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void*) {
+  const size_t block = sendcount * ElementSize(t);
+  RETURN_IF_ERROR(Publish(send, recv, sendcount, Signature(kGather, t, RedOp::kSum, root)));
+  // Piece j of rank r's input, into block r of root's output.
+  const size_t per = Pieces(block);
+  Share(per * size(), [&](size_t i) {
+    const size_t r = i / per;
+    const auto [b, e] = Chunk(block, per, i % per);
+    const char* src = static_cast<const char*>(world_->slot(static_cast<int>(r)).send) + b;
+    char* dst = static_cast<char*>(world_->slot(root).recv) + r * block + b;
+    if (dst != src) std::memcpy(dst, src, e - b);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status InProcComm::DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void*) {
+  const size_t block = recvcount * ElementSize(t);
+  RETURN_IF_ERROR(Publish(send, recv, recvcount, Signature(kScatter, t, RedOp::kSum, root)));
+  // Piece j of root's block q, into rank q's output.
+  const size_t per = Pieces(block);
+  Share(per * size(), [&](size_t i) {
+    const size_t q = i / per;
+    const auto [b, e] = Chunk(block, per, i % per);
+    const char* src = static_cast<const char*>(world_->slot(root).send) + q * block + b;
+    char* dst = static_cast<char*>(world_->slot(static_cast<int>(q)).recv) + b;
+    if (dst != src) std::memcpy(dst, src, e - b);
+  });
+  return absl::OkStatus();
+}
+
+namespace {
+
+// What a rank publishes for an all-to-all (in its slot's `send`).
+struct Blocks {
+  const void* send;
+  void* recv;
+  const std::vector<size_t>* sendcounts;
+  const std::vector<size_t>* sdispls;
+  const std::vector<size_t>* recvcounts;
+  const std::vector<size_t>* rdispls;
+};
+
+}  // namespace
+
+// Every rank checks the whole matrix of published counts (rank r's
+// sendcounts[q] against rank q's recvcounts[r]) and so reaches the same
+// verdict; then the blocks, each cut into chunks, are shared.
+absl::Status InProcComm::DoAllToAllv(const void* send, const std::vector<size_t>& sendcounts,
+                                     const std::vector<size_t>& sdispls, void* recv,
+                                     const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls,
+                                     DataType t, void*) {
+  const Blocks mine{send, recv, &sendcounts, &sdispls, &recvcounts, &rdispls};
+  RETURN_IF_ERROR(Publish(&mine, nullptr, 0, Signature(kAllToAllv, t)));
+  const int n = size();
+  const auto at = [&](int r) -> const Blocks& { return *static_cast<const Blocks*>(world_->slot(r).send); };
+  absl::Status verdict;
+  for (int r = 0; r < n && verdict.ok(); ++r) {
+    for (int q = 0; q < n && verdict.ok(); ++q) {
+      const size_t sent = (*at(r).sendcounts)[q], expected = (*at(q).recvcounts)[r];
+      if (sent == expected) continue;
+      verdict = InvalidUsage("the ranks' counts disagree: rank %d sends %zu %s to rank %d, which receives %zu from "
+                             "rank %d", r, sent, Name(t), q, expected, r);
+    }
+  }
+  const size_t es = ElementSize(t);
+  std::vector<size_t> first(static_cast<size_t>(n * n) + 1, 0);  // the first chunk of block (r, q)
+  for (int k = 0; verdict.ok() && k < n * n; ++k) first[k + 1] = first[k] + Pieces((*at(k / n).sendcounts)[k % n] * es);
+  // Nobody leaves, and frees its counts, while a peer may still read them here.
+  RETURN_IF_ERROR(Arrive());
+  if (!verdict.ok()) return verdict;
+  Share(first.back(), [&](size_t i) {
+    const int k = static_cast<int>(std::upper_bound(first.begin(), first.end(), i) - first.begin()) - 1;
+    const int r = k / n, q = k % n;
+    const size_t bytes = (*at(r).sendcounts)[q] * es;
+    const auto [b, e] = Chunk(bytes, first[k + 1] - first[k], i - first[k]);
+    const char* src = static_cast<const char*>(at(r).send) + (*at(r).sdispls)[q] * es + b;
+    char* dst = static_cast<char*>(at(q).recv) + (*at(q).rdispls)[r] * es + b;
+    std::memcpy(dst, src, e - b);
   });
   return absl::OkStatus();
 }

@@ -172,7 +172,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorldOneRank(bootstrap::Bootst
 }
 
 [[maybe_unused]] const bool kRegistered =
-    RegisterBackend({Backend::kInProcess, MemKind::kHost, nullptr, &InitWorldOneRank});
+    RegisterBackend({Backend::kInProcess, MemKind::kHost, nullptr, &InitWorldOneRank, &InitInProcess});
 
 }  // namespace
 }  // namespace inproc

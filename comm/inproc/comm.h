@@ -14,6 +14,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,18 @@ class World {
   void Finish(uint64_t end);
   void WaitDone(uint64_t end);
 
+  // Point-to-point: the messages from one rank to another, oldest first. A
+  // message owns a copy of the sent bytes, so a send never waits for its
+  // receiver. Take waits for the oldest (at most timeout_ms; Aborted once
+  // any rank aborted) and removes it.
+  struct Message {
+    std::vector<unsigned char> bytes;
+    size_t count = 0;
+    DataType t = DataType::kFloat32;
+  };
+  void Post(int from, int to, Message m);
+  absl::StatusOr<Message> Take(int from, int to, int timeout_ms);
+
  private:
   const int size_;
   std::vector<Slot> slots_;
@@ -88,6 +101,7 @@ class World {
   std::atomic<uint64_t> next_ticket_{0};
   std::atomic<uint64_t> done_tickets_{0};
   std::map<std::pair<uint64_t, int>, std::shared_ptr<World>> splits_;
+  std::map<std::pair<int, int>, std::deque<Message>> mail_;  // (from, to), under mu_
 };
 
 class InProcComm final : public Communicator {
@@ -104,6 +118,15 @@ class InProcComm final : public Communicator {
   absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                            void* stream) override;
   absl::Status DoBarrier() override;
+  absl::Status DoSend(const void* send, size_t count, DataType t, int peer, void* stream) override;
+  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, void* stream) override;
+  absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
+                        void* stream) override;
+  absl::Status DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream) override;
+  absl::Status DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void* stream) override;
+  absl::Status DoAllToAllv(const void* send, const std::vector<size_t>& sendcounts, const std::vector<size_t>& sdispls,
+                           void* recv, const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls,
+                           DataType t, void* stream) override;
   bool ReducesPieces() const override { return true; }
   bool AgreesReadyInCall() const override { return true; }
   absl::StatusOr<size_t> DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
@@ -137,7 +160,7 @@ class InProcComm final : public Communicator {
   // copied to dst[1..ndst): one element range of every rank's input to
   // `ndst` outputs. Each block is read from every input before any output
   // is written, so an output may be its input.
-  void Reduce(size_t n, DataType t, RedOp op, const char* const* src, char* const* dst, int ndst);
+  void ReduceInto(size_t n, DataType t, RedOp op, const char* const* src, char* const* dst, int ndst);
 
   std::shared_ptr<World> world_;
   uint64_t splits_ = 0;

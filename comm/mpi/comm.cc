@@ -37,6 +37,7 @@ MpiComm::MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const C
     : P2pComm(rank, size, options, oversubscribed), comm_(comm) {}
 
 MpiComm::~MpiComm() {
+  StopSends();  // its thread sends on comm_
   // After a failure pending sends may still read the scratch (MPI cannot
   // cancel them): P2pComm leaks it rather than let MPI read freed memory.
   int finalized = 0;

@@ -46,6 +46,7 @@ class MpiComm final : public p2p::P2pComm {
 
  private:
   absl::Status RunSchedule(Schedule& s, int window) override { return RunPipeline(s, window, MpiWait()); }
+  p2p::Outbox::Wire SendWire() override { return mpi::SendWire(comm_); }
   WaitSpec MpiWait() const;
 
   MPI_Comm comm_;

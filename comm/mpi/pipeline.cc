@@ -1,6 +1,7 @@
 #include "comm/mpi/pipeline.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -164,6 +165,36 @@ class Runner {
 }  // namespace
 
 absl::Status RunPipeline(Schedule& s, int window, const WaitSpec& w) { return Runner(s, window, w).Run(); }
+
+p2p::Outbox::Wire SendWire(MPI_Comm comm) {
+  p2p::Outbox::Wire w;
+  w.post = [comm](const void* data, size_t bytes, int peer, int tag) -> absl::StatusOr<void*> {
+    auto req = std::make_unique<MPI_Request>(MPI_REQUEST_NULL);
+    CallLock lock;
+    RETURN_IF_ERROR(CheckMpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, req.get()),
+                             "MPI_Isend", peer));
+    return req.release();
+  };
+  w.test = [](void* handle) -> absl::StatusOr<bool> {
+    auto* req = static_cast<MPI_Request*>(handle);
+    int done = 0;
+    {
+      CallLock lock;
+      RETURN_IF_ERROR(CheckMpi(MPI_Test(req, &done, MPI_STATUS_IGNORE), "MPI_Test"));
+    }
+    if (done) delete req;
+    return done != 0;
+  };
+  w.drop = [](void* handle) {
+    auto* req = static_cast<MPI_Request*>(handle);
+    {
+      CallLock lock;
+      if (*req != MPI_REQUEST_NULL) MPI_Request_free(req);
+    }
+    delete req;
+  };
+  return w;
+}
 
 }  // namespace mpi
 }  // namespace weft

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/p2p/backoff.h"
+#include "comm/p2p/outbox.h"
 #include "comm/p2p/schedule.h"
 
 namespace weft {
@@ -60,6 +61,9 @@ absl::Status WaitAll(int n, MPI_Request* reqs, const WaitSpec& w, const char* wh
 
 // Runs `s` to completion with up to `window` lanes in flight.
 absl::Status RunPipeline(Schedule& s, int window, const WaitSpec& w);
+
+// Eager sends (p2p/outbox.h) as MPI_Isend on `comm`, tested with MPI_Test.
+p2p::Outbox::Wire SendWire(MPI_Comm comm);
 
 // An MPI call's return code as a status ("MPI_Isend to rank 3: ...").
 absl::Status CheckMpi(int rc, const char* call, int peer = -1);

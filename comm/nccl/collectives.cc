@@ -1,6 +1,7 @@
 // NCCL collectives: each one enqueues on the caller's stream on this
 // communicator's device and returns; NCCL orders them by the stream.
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "comm/nccl/comm.h"
@@ -95,6 +96,117 @@ absl::Status NcclComm::DoBroadcast(const void* send, void* recv, size_t count, D
   return Check(ncclBroadcast(send, recv, count, ToNccl(t), root, comm_.load(), static_cast<cudaStream_t>(stream)),
                "ncclBroadcast");
 }
+
+absl::Status NcclComm::DoSend(const void* send, size_t count, DataType t, int peer, void* stream) {
+  WEFT_NCCL_ON_DEVICE("ncclSend");
+  return Check(ncclSend(send, count, ToNccl(t), peer, comm_.load(), static_cast<cudaStream_t>(stream)), "ncclSend");
+}
+
+absl::Status NcclComm::DoRecv(void* recv, size_t count, DataType t, int peer, void* stream) {
+  WEFT_NCCL_ON_DEVICE("ncclRecv");
+  return Check(ncclRecv(recv, count, ToNccl(t), peer, comm_.load(), static_cast<cudaStream_t>(stream)), "ncclRecv");
+}
+
+absl::Status NcclComm::DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
+                                void* stream) {
+  WEFT_NCCL_ON_DEVICE("ncclReduce");
+  const bool scale = SumThenScale(t, op);
+  RETURN_IF_ERROR(Check(ncclReduce(send, recv, count, ToNccl(t), scale ? ncclSum : ToNccl(op), root, comm_.load(),
+                                   static_cast<cudaStream_t>(stream)),
+                        "ncclReduce"));
+  return scale && count > 0 && rank() == root ? ScaleByInverseSize(recv, count, t, stream, "ncclReduce")
+                                              : absl::OkStatus();
+}
+
+namespace {
+
+// Every block of an exchange as one NCCL group of sends and receives.
+// Blocks of 0 elements are left out (NCCL would match nothing either way).
+struct Exchange {
+  const char* what;
+  ncclComm_t comm;
+  cudaStream_t stream;
+  ncclDataType_t type;
+  size_t es;
+};
+
+// The root's own block of a gather or scatter, on the stream (nothing in place).
+absl::Status CopyOwn(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0 || dst == src) return absl::OkStatus();
+  return cuda::Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
+}
+
+absl::Status RunGroup(const Exchange& x, int size, const std::function<ncclResult_t(int peer)>& per_peer,
+                      const std::function<absl::Status(ncclResult_t, const char*)>& check) {
+  RETURN_IF_ERROR(check(ncclGroupStart(), x.what));
+  ncclResult_t first = ncclSuccess;
+  for (int q = 0; q < size && first == ncclSuccess; ++q) first = per_peer(q);
+  const ncclResult_t end = ncclGroupEnd();  // always closed, also after a failed call
+  RETURN_IF_ERROR(check(first, x.what));
+  return check(end, x.what);
+}
+
+}  // namespace
+
+absl::Status NcclComm::DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream) {
+  WEFT_NCCL_ON_DEVICE("gather");
+  const Exchange x{"gather (ncclSend/ncclRecv)", comm_.load(), static_cast<cudaStream_t>(stream), ToNccl(t),
+                   ElementSize(t)};
+  const bool at_root = rank() == root;
+  RETURN_IF_ERROR(RunGroup(x, size(), [&](int q) -> ncclResult_t {
+    if (sendcount == 0 || (at_root && q == root)) return ncclSuccess;  // root's own block: a copy
+    if (at_root) return ncclRecv(static_cast<char*>(recv) + q * sendcount * x.es, sendcount, x.type, q, x.comm,
+                                 x.stream);
+    return q == root ? ncclSend(send, sendcount, x.type, root, x.comm, x.stream) : ncclSuccess;
+  }, [this](ncclResult_t r, const char* what) { return Check(r, what); }));
+  return at_root ? CopyOwn(static_cast<char*>(recv) + root * sendcount * x.es, send, sendcount * x.es, x.stream)
+                 : absl::OkStatus();
+}
+
+absl::Status NcclComm::DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root,
+                                 void* stream) {
+  WEFT_NCCL_ON_DEVICE("scatter");
+  const Exchange x{"scatter (ncclSend/ncclRecv)", comm_.load(), static_cast<cudaStream_t>(stream), ToNccl(t),
+                   ElementSize(t)};
+  const bool at_root = rank() == root;
+  RETURN_IF_ERROR(RunGroup(x, size(), [&](int q) -> ncclResult_t {
+    if (recvcount == 0 || (at_root && q == root)) return ncclSuccess;
+    if (at_root) return ncclSend(static_cast<const char*>(send) + q * recvcount * x.es, recvcount, x.type, q, x.comm,
+                                 x.stream);
+    return q == root ? ncclRecv(recv, recvcount, x.type, root, x.comm, x.stream) : ncclSuccess;
+  }, [this](ncclResult_t r, const char* what) { return Check(r, what); }));
+  return at_root ? CopyOwn(recv, static_cast<const char*>(send) + root * recvcount * x.es, recvcount * x.es, x.stream)
+                 : absl::OkStatus();
+}
+
+absl::Status NcclComm::DoAllToAllv(const void* send, const std::vector<size_t>& sendcounts,
+                                   const std::vector<size_t>& sdispls, void* recv,
+                                   const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls,
+                                   DataType t, void* stream) {
+  WEFT_NCCL_ON_DEVICE("all_to_all");
+  const Exchange x{"all_to_all (ncclSend/ncclRecv)", comm_.load(), static_cast<cudaStream_t>(stream), ToNccl(t),
+                   ElementSize(t)};
+  return RunGroup(x, size(), [&](int q) -> ncclResult_t {
+    const auto p = static_cast<size_t>(q);
+    ncclResult_t r = ncclSuccess;
+    if (sendcounts[p] > 0) {
+      r = ncclSend(static_cast<const char*>(send) + sdispls[p] * x.es, sendcounts[p], x.type, q, x.comm, x.stream);
+    }
+    if (r == ncclSuccess && recvcounts[p] > 0) {
+      r = ncclRecv(static_cast<char*>(recv) + rdispls[p] * x.es, recvcounts[p], x.type, q, x.comm, x.stream);
+    }
+    return r;
+  }, [this](ncclResult_t r, const char* what) { return Check(r, what); });
+}
+
+namespace {
+
+absl::Status GroupStartHook() { return ToStatus(ncclGroupStart(), "ncclGroupStart"); }
+absl::Status GroupEndHook() { return ToStatus(ncclGroupEnd(), "ncclGroupEnd"); }
+
+[[maybe_unused]] const bool kGroupHooks = (RegisterGroupHooks(&GroupStartHook, &GroupEndHook), true);
+
+}  // namespace
 
 absl::Status NcclComm::DoBarrier() {
   WEFT_NCCL_ON_DEVICE("barrier");

@@ -37,6 +37,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -59,6 +60,18 @@ class NcclComm final : public Communicator {
   absl::Status DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) override;
   absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                            void* stream) override;
+  // ncclSend / ncclRecv; gather, scatter and all-to-all are NCCL groups of
+  // them (any NCCL from 2.7), so ranks that send to each other need a group
+  // (Communicator::GroupStart) as in NCCL.
+  absl::Status DoSend(const void* send, size_t count, DataType t, int peer, void* stream) override;
+  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, void* stream) override;
+  absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
+                        void* stream) override;
+  absl::Status DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream) override;
+  absl::Status DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void* stream) override;
+  absl::Status DoAllToAllv(const void* send, const std::vector<size_t>& sendcounts, const std::vector<size_t>& sdispls,
+                           void* recv, const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls,
+                           DataType t, void* stream) override;
   // Blocking: a one-element all-reduce on an internal stream, waited for up
   // to the communicator's timeout.
   absl::Status DoBarrier() override;

@@ -1,5 +1,6 @@
 #include "comm/p2p/comm.h"
 
+#include "comm/p2p/exchange.h"
 #include "core/status.h"
 
 namespace weft {
@@ -26,6 +27,13 @@ absl::Status P2pComm::AttachSharedMemory(const ShmBootstrap& bootstrap) {
 }
 
 absl::Status P2pComm::Usable() const {
+  if (broken_.ok() && outbox_ != nullptr) {
+    const absl::Status sent = outbox_->status();
+    if (!sent.ok()) {
+      return InvalidUsage("rank %d: this communicator is unusable after a send failed (%s); destroy it", rank(),
+                          sent.message());
+    }
+  }
   if (broken_.ok()) return absl::OkStatus();
   return InvalidUsage("rank %d: this communicator is unusable after an earlier failure (%s); destroy it",
                       rank(), broken_.message());
@@ -113,6 +121,42 @@ absl::StatusOr<size_t> P2pComm::DoAllReduceReady(void* data, size_t reduced, siz
   // communicator is still in step. Anything else breaks it.
   if (!agreed.ok() && !absl::IsFailedPrecondition(agreed.status())) return Settle(agreed.status());
   return agreed;
+}
+
+absl::Status P2pComm::DoSend(const void* send, size_t count, DataType t, int peer, void*) {
+  RETURN_IF_ERROR(Usable());
+  if (outbox_ == nullptr) {
+    outbox_ = std::make_unique<Outbox>(SendWire(), Wait(), EagerBytes(), kSendTag,
+                                       [this](const absl::Status& s) { RecordAsyncError(s); });
+  }
+  return outbox_->Send(send, count * ElementSize(t), peer);
+}
+
+absl::Status P2pComm::DoRecv(void* recv, size_t count, DataType t, int peer, void*) {
+  RETURN_IF_ERROR(Usable());
+  return p2p::Receive(MakeEngine(), recv, count * ElementSize(t), peer, EagerBytes());
+}
+
+absl::Status P2pComm::DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void*) {
+  RETURN_IF_ERROR(Usable());
+  return p2p::Reduce(MakeEngine(), send, recv, count, t, op, root);
+}
+
+absl::Status P2pComm::DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void*) {
+  RETURN_IF_ERROR(Usable());
+  return p2p::Gather(MakeEngine(), send, recv, sendcount * ElementSize(t), root);
+}
+
+absl::Status P2pComm::DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void*) {
+  RETURN_IF_ERROR(Usable());
+  return p2p::Scatter(MakeEngine(), send, recv, recvcount * ElementSize(t), root);
+}
+
+absl::Status P2pComm::DoAllToAllv(const void* send, const std::vector<size_t>& sendcounts,
+                                  const std::vector<size_t>& sdispls, void* recv, const std::vector<size_t>& recvcounts,
+                                  const std::vector<size_t>& rdispls, DataType t, void*) {
+  RETURN_IF_ERROR(Usable());
+  return p2p::AllToAllv(MakeEngine(), send, sendcounts, sdispls, recv, recvcounts, rdispls, t);
 }
 
 }  // namespace p2p

@@ -5,7 +5,9 @@
 //
 // A backend derives from P2pComm and supplies its transport as RunSchedule
 // (mpi/pipeline.h: MPI_Isend/MPI_Irecv; ucx/pipeline.h: UCP tag messages)
-// and split, and calls AttachSharedMemory once with its own bootstrap.
+// and SendWire (the same wire for eager sends, outbox.h), and split, and
+// calls AttachSharedMemory once with its own bootstrap. Its destructor must
+// call StopSends first: the outbox's thread uses the wire.
 #ifndef WEFT_COMM_P2P_COMM_H_
 #define WEFT_COMM_P2P_COMM_H_
 
@@ -20,6 +22,7 @@
 #include "comm/communicator.h"
 #include "comm/p2p/backoff.h"
 #include "comm/p2p/collectives.h"
+#include "comm/p2p/outbox.h"
 #include "comm/p2p/schedule.h"
 #include "comm/p2p/shm.h"
 
@@ -40,6 +43,9 @@ struct Tuning {
   // Shared-memory rounds (shm.h), when every rank is on one node
   // (CommOptions::segment_bytes overrides, as for the ring).
   size_t shm_round_bytes = 256 << 10;
+  // The largest message of an eager send: large, since each message of a
+  // rendezvous protocol costs a round trip, and within MPI's int counts.
+  size_t eager_message_bytes = 16 << 20;
 };
 
 class P2pComm : public Communicator {
@@ -62,6 +68,17 @@ class P2pComm : public Communicator {
   absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                            void* stream) override;
   absl::Status DoBarrier() override;
+  // Sends are eager (outbox.h); the rest are exchange.h's schedules, on one
+  // node too (they move each byte once, as the shared-memory rounds would).
+  absl::Status DoSend(const void* send, size_t count, DataType t, int peer, void* stream) override;
+  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, void* stream) override;
+  absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
+                        void* stream) override;
+  absl::Status DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream) override;
+  absl::Status DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void* stream) override;
+  absl::Status DoAllToAllv(const void* send, const std::vector<size_t>& sendcounts, const std::vector<size_t>& sdispls,
+                           void* recv, const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls,
+                           DataType t, void* stream) override;
   // On one node the shared-memory rounds stage from and store into pieces.
   bool ReducesPieces() const override { return shm_ != nullptr; }
   absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
@@ -74,6 +91,12 @@ class P2pComm : public Communicator {
   // flight. Failures pass through Settle (Run does it).
   virtual absl::Status RunSchedule(Schedule& s, int window) = 0;
   absl::Status Run(Schedule& s, int window) { return Settle(RunSchedule(s, window)); }
+  // The transport for eager sends; called once, at the first send.
+  virtual Outbox::Wire SendWire() = 0;
+  // Waits until the sends made so far are delivered (or failed, or the
+  // communicator was aborted), then stops the outbox: the first thing a
+  // backend's destructor does.
+  void StopSends() { outbox_.reset(); }
 
   // OK, or why this communicator can no longer run collectives.
   absl::Status Usable() const;
@@ -92,6 +115,9 @@ class P2pComm : public Communicator {
   // spans several segments), which is also how tests reach the ring with
   // small counts.
   size_t DirectBytes() const { return std::min(tuning_.direct_bytes, SegmentBytes()); }
+  // The largest message of an eager send (a larger send is several): the
+  // segment setting when one is given, else Tuning::eager_message_bytes.
+  size_t EagerBytes() const { return options().segment_bytes != 0 ? SegmentBytes() : tuning_.eager_message_bytes; }
   // How this rank waits: its timeout, abort, and how long to spin.
   Patience Wait() const { return {rank(), options().timeout_ms, this, spin_}; }
   // This communicator as the shared collectives' engine.
@@ -103,6 +129,7 @@ class P2pComm : public Communicator {
   absl::Status broken_;  // set once, by the collective that failed
   std::unique_ptr<NodeShm> shm_;  // null: point-to-point only
   std::unique_ptr<unsigned char[]> scratch_;
+  std::unique_ptr<Outbox> outbox_;  // made by the first send
   size_t scratch_bytes_ = 0;
 };
 

@@ -58,14 +58,17 @@ RingSchedule::RingSchedule(const Args& a, void* scratch)
 size_t RingSchedule::Begin(int c) const {
   const size_t cc = static_cast<size_t>(c);
   if (a_.block > 0) return cc * a_.block;
-  const size_t n = static_cast<size_t>(a_.size), base = a_.count / n, extra = a_.count % n;
+  return EvenBegin(a_.count, a_.size, c);
+}
+
+size_t RingSchedule::EvenBegin(size_t count, int size, int c) {
+  const size_t cc = static_cast<size_t>(c), n = static_cast<size_t>(size), base = count / n, extra = count % n;
   return cc * base + std::min(cc, extra);
 }
 
 size_t RingSchedule::Length(int c) const {
   if (a_.block > 0) return a_.block;
-  const size_t n = static_cast<size_t>(a_.size);
-  return a_.count / n + (static_cast<size_t>(c) < a_.count % n ? 1 : 0);
+  return EvenBegin(a_.count, a_.size, c + 1) - EvenBegin(a_.count, a_.size, c);
 }
 
 size_t RingSchedule::SegLen(int c, size_t lane) const {

@@ -48,6 +48,9 @@ class RingSchedule final : public Schedule {
     int window;
   };
 
+  // Where chunk c begins when `count` elements are split as evenly as
+  // possible over `size` ranks (block == 0); c = size gives count.
+  static size_t EvenBegin(size_t count, int size, int c);
   // The scratch a schedule with `a` needs (slot buffers and the accumulator).
   static size_t ScratchBytes(const Args& a);
   RingSchedule(const Args& a, void* scratch);

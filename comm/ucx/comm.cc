@@ -87,6 +87,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(bootstrap::Bootstrap& b,
     return Unsupported("a UCX world of %d processes is more than the %d a message tag can tell apart", b.size(),
                        kMaxRanks);
   }
+  // Every rank has joined once this first exchange returns: only then is the
+  // process's worker (and UCX's own threads) made, so a world that never
+  // forms leaves nothing behind.
+  ASSIGN_OR_RETURN(const bootstrap::Locality where, bootstrap::FindLocality(b));
   absl::StatusOr<Node*> made = Node::Get();
   // Every rank learns whether every rank has a worker before any waits on one.
   ASSIGN_OR_RETURN(const bool all_ok, b.AllOk(made.ok()));
@@ -98,7 +102,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(bootstrap::Bootstrap& b,
   const uint32_t mine = node->NextId();
   std::vector<uint32_t> ids(static_cast<size_t>(b.size()));
   RETURN_IF_ERROR(b.AllGather(&mine, ids.data(), sizeof(mine)));
-  ASSIGN_OR_RETURN(const bootstrap::Locality where, bootstrap::FindLocality(b));
   Link link;
   link.node = node;
   link.id = *std::max_element(ids.begin(), ids.end());

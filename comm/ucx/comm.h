@@ -35,6 +35,7 @@ class UcxComm final : public p2p::P2pComm {
  public:
   // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
   UcxComm(Link link, int size, bool oversubscribed, const CommOptions& options);
+  ~UcxComm() override { StopSends(); }  // its thread sends on link_
   Backend backend() const override { return Backend::kUcx; }
   uint32_t id() const { return link_.id; }
   // Collective: the shared-memory rounds when every rank is on this node,
@@ -46,6 +47,7 @@ class UcxComm final : public p2p::P2pComm {
 
  private:
   absl::Status RunSchedule(p2p::Schedule& s, int window) override;
+  p2p::Outbox::Wire SendWire() override { return ucx::SendWire(&link_); }
 
   const Link link_;
   const bool oversubscribed_;

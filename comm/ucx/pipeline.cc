@@ -177,5 +177,35 @@ absl::Status RunPipeline(p2p::Schedule& s, int window, const Link& link, const p
   return Runner(s, window, link, patience).Run();
 }
 
+p2p::Outbox::Wire SendWire(const Link* link) {
+  p2p::Outbox::Wire w;
+  w.post = [link](const void* data, size_t bytes, int peer, int tag) -> absl::StatusOr<void*> {
+    Node::Lock lock(*link->node);
+    ASSIGN_OR_RETURN(ucp_ep_h ep, link->node->Endpoint(link->peers[static_cast<size_t>(peer)]));
+    ucp_request_param_t param;
+    std::memset(&param, 0, sizeof(param));
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, data, bytes, MakeTag(link->id, link->rank, tag), &param);
+    if (UCS_PTR_IS_ERR(r)) {
+      return SystemError("rank %d: ucp_tag_send_nbx to rank %d failed: %s", link->rank, peer,
+                         ucs_status_string(UCS_PTR_STATUS(r)));
+    }
+    return static_cast<void*>(r);  // null: completed at once (the data was copied out)
+  };
+  w.test = [link](void* req) -> absl::StatusOr<bool> {
+    Node::Lock lock(*link->node);
+    ucp_worker_progress(link->node->worker());
+    const ucs_status_t st = ucp_request_check_status(req);
+    if (st == UCS_INPROGRESS) return false;
+    ucp_request_free(req);
+    if (st != UCS_OK) return SystemError("rank %d: a UCX send failed: %s", link->rank, ucs_status_string(st));
+    return true;
+  };
+  w.drop = [link](void* req) {
+    Node::Lock lock(*link->node);
+    ucp_request_free(req);
+  };
+  return w;
+}
+
 }  // namespace ucx
 }  // namespace weft

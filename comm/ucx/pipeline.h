@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "comm/p2p/backoff.h"
+#include "comm/p2p/outbox.h"
 #include "comm/p2p/schedule.h"
 #include "comm/ucx/node.h"
 
@@ -39,6 +40,10 @@ struct Link {
 };
 
 absl::Status RunPipeline(p2p::Schedule& s, int window, const Link& link, const p2p::Patience& patience);
+
+// Eager sends (p2p/outbox.h) as UCP tag sends on the link's worker; `link`
+// must outlive the outbox.
+p2p::Outbox::Wire SendWire(const Link* link);
 
 }  // namespace ucx
 }  // namespace weft

@@ -106,8 +106,70 @@ int main(void) {
   FAILS(weftBroadcast(buf, buf, 8, weftFloat32, -1, comm, NULL), weftInvalidArgument, "root = -1");
   FAILS(weftBroadcast(NULL, buf, 8, weftFloat32, 0, comm, NULL), weftInvalidArgument, "sendbuf is NULL");
 
+  /* Point-to-point, rooted and all-to-all calls: the same checks. */
+  {
+    size_t one[1] = {1}, zero[1] = {0}, big[1] = {SIZE_MAX / 2};
+    FAILS(weftSend(buf, 8, weftFloat32, 0, NULL, NULL), weftInvalidArgument, "comm is NULL");
+    FAILS(weftSend(buf, 8, weftFloat32, 1, comm, NULL), weftInvalidArgument, "peer = 1");
+    FAILS(weftSend(buf, 8, weftFloat32, -1, comm, NULL), weftInvalidArgument, "peer = -1");
+    FAILS(weftSend(NULL, 8, weftFloat32, 0, comm, NULL), weftInvalidArgument, "sendbuf is NULL");
+    FAILS(weftSend(buf, 8, (weftDataType_t)9, 0, comm, NULL), weftInvalidArgument, "datatype = 9");
+    FAILS(weftSend(buf, 8, weftFloat32, 0, comm, (void*)buf), weftInvalidArgument, "stream");
+    FAILS(weftRecv(NULL, 8, weftFloat32, 0, comm, NULL), weftInvalidArgument, "recvbuf is NULL");
+    FAILS(weftRecv(buf, SIZE_MAX, weftFloat32, 0, comm, NULL), weftInvalidArgument, "overflows");
+    FAILS(weftRecv(buf, 8, weftFloat32, 3, comm, NULL), weftInvalidArgument, "peer = 3");
+    FAILS(weftReduce(buf, buf, 8, weftFloat32, weftSum, 1, comm, NULL), weftInvalidArgument, "root = 1");
+    FAILS(weftReduce(buf, buf, 8, weftFloat32, (weftRedOp_t)6, 0, comm, NULL), weftInvalidArgument, "op = 6");
+    FAILS(weftReduce(buf, NULL, 8, weftFloat32, weftSum, 0, comm, NULL), weftInvalidArgument, "recvbuf is NULL");
+    FAILS(weftReduce(buf, buf + 1, 4, weftFloat32, weftSum, 0, comm, NULL), weftInvalidArgument, "overlap");
+    FAILS(weftGather(NULL, buf, 4, weftFloat32, 0, comm, NULL), weftInvalidArgument, "sendbuf is NULL");
+    FAILS(weftGather(buf, buf, 4, weftFloat32, -3, comm, NULL), weftInvalidArgument, "root = -3");
+    FAILS(weftGather(buf, buf + 1, 4, weftFloat32, 0, comm, NULL), weftInvalidArgument, "in-place slice");
+    FAILS(weftScatter(buf, NULL, 4, weftFloat32, 0, comm, NULL), weftInvalidArgument, "recvbuf is NULL");
+    FAILS(weftScatter(buf, buf, 4, weftNumTypes, 0, comm, NULL), weftInvalidArgument, "datatype = 8");
+    FAILS(weftScatter(buf, buf, SIZE_MAX, weftFloat32, 0, comm, NULL), weftInvalidArgument, "recvcount");
+    FAILS(weftAllToAll(buf, buf, 4, weftFloat32, comm, NULL), weftInvalidArgument, "never in place");
+    FAILS(weftAllToAll(buf, NULL, 4, weftFloat32, comm, NULL), weftInvalidArgument, "recvbuf is NULL");
+    FAILS(weftAllToAll(buf, buf, 4, weftFloat32, NULL, NULL), weftInvalidArgument, "comm is NULL");
+    FAILS(weftAllToAllv(buf, NULL, zero, buf + 4, one, zero, weftFloat32, comm, NULL), weftInvalidArgument,
+          "sendcounts is NULL");
+    FAILS(weftAllToAllv(buf, one, NULL, buf + 4, one, zero, weftFloat32, comm, NULL), weftInvalidArgument,
+          "sdispls is NULL");
+    FAILS(weftAllToAllv(buf, one, zero, buf + 4, NULL, zero, weftFloat32, comm, NULL), weftInvalidArgument,
+          "recvcounts is NULL");
+    FAILS(weftAllToAllv(buf, one, zero, buf + 4, one, NULL, weftFloat32, comm, NULL), weftInvalidArgument,
+          "rdispls is NULL");
+    FAILS(weftAllToAllv(buf, one, big, buf + 4, one, zero, weftFloat32, comm, NULL), weftInvalidArgument,
+          "overflows");
+    FAILS(weftAllToAllv(buf, one, zero, buf, one, zero, weftFloat32, comm, NULL), weftInvalidArgument,
+          "never in place");
+    FAILS(weftAllToAllv(buf, one, zero, NULL, one, zero, weftFloat32, comm, NULL), weftInvalidArgument,
+          "recvbuf is NULL");
+    FAILS(weftGroupEnd(), weftInvalidUsage, "no group");
+    /* One rank: every call works, alone and in a group whose receive comes first. */
+    {
+      float in[4] = {1, 2, 3, 4}, out[4] = {0, 0, 0, 0};
+      EXPECT(weftGroupStart() == weftSuccess);
+      EXPECT(weftRecv(out, 4, weftFloat32, 0, comm, NULL) == weftSuccess);
+      FAILS(weftSend(in, 4, weftFloat32, 2, comm, NULL), weftInvalidArgument, "peer = 2"); /* refused, group goes on */
+      EXPECT(weftSend(in, 4, weftFloat32, 0, comm, NULL) == weftSuccess);
+      FAILS(weftCommSplit(comm, 0, 0, &bad), weftInvalidUsage, "inside a group");
+      EXPECT(weftGroupEnd() == weftSuccess);
+      EXPECT(out[0] == 1 && out[3] == 4);
+      EXPECT(weftReduce(in, out, 4, weftFloat32, weftMax, 0, comm, NULL) == weftSuccess && out[2] == 3);
+      EXPECT(weftAllToAllv(in, one, zero, out, one, zero, weftInt32, comm, NULL) == weftSuccess);
+      EXPECT(weftGather(in, out, 2, weftFloat32, 0, comm, NULL) == weftSuccess && out[1] == 2);
+      EXPECT(weftScatter(in, out, 2, weftFloat32, 0, comm, NULL) == weftSuccess);
+      EXPECT(weftAllToAll(in, out, 3, weftFloat32, comm, NULL) == weftSuccess && out[2] == 3);
+    }
+  }
+
   /* count 0 with NULL buffers is a valid no-op, as in NCCL. */
   EXPECT(weftAllReduce(NULL, NULL, 0, weftFloat32, weftSum, comm, NULL) == weftSuccess);
+  EXPECT(weftSend(NULL, 0, weftFloat32, 0, comm, NULL) == weftSuccess);
+  EXPECT(weftRecv(NULL, 0, weftFloat32, 0, comm, NULL) == weftSuccess);
+  EXPECT(weftReduce(NULL, NULL, 0, weftFloat32, weftSum, 0, comm, NULL) == weftSuccess);
+  EXPECT(weftAllToAll(NULL, NULL, 0, weftFloat32, comm, NULL) == weftSuccess);
 
   FAILS(weftStreamCreate(NULL), weftInvalidArgument, "stream is NULL");
   FAILS(weftStreamSynchronize(NULL), weftInvalidArgument, "stream is NULL");

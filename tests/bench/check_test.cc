@@ -73,13 +73,13 @@ TEST(BenchCheck, AgreesWithInProcessBackend) {
   const std::vector<weftDataType_t> types = AllTypes();
   const std::vector<weftRedOp_t> ops = AllOps();
   uint64_t seed = 1;
-  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
-                       Collective::kBroadcast}) {
+  for (Collective c : kCollectives) {
     for (int n = 1; n <= 4; ++n) {
       for (weftDataType_t t : types) {
         for (weftRedOp_t op : ops) {
           if (!Reduces(c) && op != weftSum) continue;
           for (bool in_place : {false, true}) {
+            if (in_place && !HasInPlace(c)) continue;
             for (size_t elements : {size_t{7}, size_t{1000}}) {
               const Case k{c, t, op, n, in_place, elements, HasRoot(c) ? n - 1 : 0};
               EXPECT_EQ(RunInProcess(k, seed++), 0u) << Describe(k);

@@ -183,6 +183,11 @@ Expect Expected(const Case& c, uint64_t seed, int nranks, int rank, size_t j) {
     case Coll::kAllGather:
       return {Input(c, seed, static_cast<int>(j / c.count), j % c.count), 0};
     case Coll::kBroadcast: return {Input(c, seed, c.root, j), 0};
+    case Coll::kReduce: return Reduce(c, seed, nranks, j);
+    case Coll::kGather: return {Input(c, seed, static_cast<int>(j / c.count), j % c.count), 0};
+    case Coll::kScatter: return {Input(c, seed, c.root, static_cast<size_t>(rank) * c.count + j), 0};
+    case Coll::kAllToAll:
+      return {Input(c, seed, static_cast<int>(j / c.count), static_cast<size_t>(rank) * c.count + j % c.count), 0};
   }
   return {};
 }
@@ -206,6 +211,13 @@ uint64_t Hash(const void* p, size_t bytes) {
 
 // The big count's subset (see MatrixCases).
 bool BigSubset(Coll coll, DataType t, RedOp op, Inputs inputs) {
+  // The rooted and personalised collectives add their block layouts, not
+  // new arithmetic: one type each at the big count (reduce: two).
+  if (coll == Coll::kReduce) {
+    return inputs == Inputs::kExact && ((t == DataType::kFloat32 && op == RedOp::kSum) ||
+                                        (t == DataType::kBfloat16 && op == RedOp::kAvg));
+  }
+  if (coll == Coll::kGather || coll == Coll::kScatter || coll == Coll::kAllToAll) return t == DataType::kFloat16;
   if (!Reduces(coll)) return t == DataType::kFloat16 || t == DataType::kFloat64;
   if (inputs == Inputs::kReal) return t == DataType::kFloat32 && op == RedOp::kSum;
   return (t == DataType::kFloat32 && op == RedOp::kSum) || (t == DataType::kBfloat16 && op == RedOp::kAvg) ||
@@ -214,13 +226,15 @@ bool BigSubset(Coll coll, DataType t, RedOp op, Inputs inputs) {
 }
 
 void AddCases(int world_size, const std::vector<size_t>& counts, bool subset, std::vector<Case>* out) {
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather, Coll::kBroadcast}) {
+  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather, Coll::kBroadcast, Coll::kReduce,
+                    Coll::kGather, Coll::kScatter, Coll::kAllToAll}) {
     for (int ti = 0; ti < kNumDataTypes; ++ti) {
       const auto t = static_cast<DataType>(ti);
       for (int oi = 0; oi < (Reduces(coll) ? kNumRedOps : 1); ++oi) {
         const auto op = static_cast<RedOp>(oi);
         for (size_t count : counts) {
           for (bool in_place : {false, true}) {
+            if (in_place && coll == Coll::kAllToAll) continue;  // never in place
             Case c{coll, t, op, count, in_place, static_cast<int>((count + static_cast<size_t>(ti)) % world_size),
                    Inputs::kExact};
             const bool arithmetic = op == RedOp::kSum || op == RedOp::kAvg || op == RedOp::kProd;
@@ -245,6 +259,10 @@ const char* Name(Coll c) {
     case Coll::kReduceScatter: return "reduce_scatter";
     case Coll::kAllGather: return "all_gather";
     case Coll::kBroadcast: return "broadcast";
+    case Coll::kReduce: return "reduce";
+    case Coll::kGather: return "gather";
+    case Coll::kScatter: return "scatter";
+    case Coll::kAllToAll: return "all_to_all";
   }
   return "?";
 }
@@ -254,7 +272,7 @@ std::string Case::Describe() const {
   if (Reduces(coll)) absl::StrAppend(&s, " ", weft::Name(op));
   absl::StrAppend(&s, " count=", count, in_place ? " in-place" : " out-of-place",
                   inputs == Inputs::kExact ? " exact" : " real");
-  if (coll == Coll::kBroadcast) absl::StrAppend(&s, " root=", root);
+  if (HasRoot(coll)) absl::StrAppend(&s, " root=", root);
   return s;
 }
 
@@ -287,46 +305,59 @@ std::string CheckCase(Communicator& comm, const Case& c, uint64_t seed) {
   const int n = comm.size(), r = comm.rank();
   const size_t es = ElementSize(c.t), nn = static_cast<size_t>(n), rr = static_cast<size_t>(r);
   const std::string what = absl::StrCat(c.Describe(), " on rank ", r, " of ", n);
+  const bool at_root = r == c.root;
   size_t in_elems = c.count, out_elems = c.count;
-  if (c.coll == Coll::kReduceScatter) in_elems *= nn;
-  if (c.coll == Coll::kAllGather) out_elems *= nn;
+  if (c.coll == Coll::kReduceScatter || c.coll == Coll::kAllToAll || (c.coll == Coll::kScatter && at_root)) {
+    in_elems *= nn;
+  }
+  if (c.coll == Coll::kAllGather || c.coll == Coll::kAllToAll || (c.coll == Coll::kGather && at_root)) out_elems *= nn;
+  // Reduce and gather write only root's recvbuf; elsewhere it is NULL.
+  const bool has_output = !((c.coll == Coll::kReduce || c.coll == Coll::kGather) && !at_root);
+  if (!has_output) out_elems = 0;
+  const bool has_input = !((c.coll == Coll::kBroadcast || c.coll == Coll::kScatter) && !at_root);
+  if (!has_input) in_elems = 0;
   // Out of place: `in` and `out`. In place: one buffer, `out` inside it.
   std::vector<unsigned char> in(in_elems * es), big;
-  const bool has_input = c.coll != Coll::kBroadcast || r == c.root;
-  if (has_input) {
-    for (size_t i = 0; i < in_elems; ++i) Store(c.t, in.data(), i, Input(c, seed, r, i));
-  }
+  for (size_t i = 0; i < in_elems; ++i) Store(c.t, in.data(), i, Input(c, seed, r, i));
   const void* send = in.data();
   unsigned char* out;
   size_t out_offset = 0;  // elements from the start of `big` to the output
-  if (!c.in_place) {
+  // Only root has anything to do in place for the rooted collectives.
+  const bool in_place = c.in_place && (!HasRoot(c.coll) || c.coll == Coll::kBroadcast || at_root);
+  if (!in_place) {
     big.assign(out_elems * es + kGuardBytes, kPoison);
     out = big.data();
     if (!has_input) send = nullptr;  // a non-root's sendbuf is never read
   } else {
     big.assign(std::max(in_elems, out_elems) * es + kGuardBytes, kPoison);
     switch (c.coll) {
-      case Coll::kAllReduce: case Coll::kBroadcast:
+      case Coll::kAllReduce: case Coll::kBroadcast: case Coll::kReduce:
         if (has_input) std::memcpy(big.data(), in.data(), in.size());
         break;
-      case Coll::kReduceScatter:
+      case Coll::kReduceScatter: case Coll::kScatter:
         std::memcpy(big.data(), in.data(), in.size());
         out_offset = rr * c.count;
         break;
-      case Coll::kAllGather:
+      case Coll::kAllGather: case Coll::kGather:
         std::memcpy(big.data() + rr * c.count * es, in.data(), in.size());
         break;
+      case Coll::kAllToAll: break;  // never in place
     }
     out = big.data() + out_offset * es;
-    send = c.coll == Coll::kAllGather ? big.data() + rr * c.count * es : big.data();
+    send = c.coll == Coll::kAllGather || c.coll == Coll::kGather ? big.data() + rr * c.count * es : big.data();
   }
-  void* recv = c.coll == Coll::kAllGather && c.in_place ? big.data() : out;
+  void* recv = (c.coll == Coll::kAllGather || c.coll == Coll::kGather) && in_place ? big.data() : out;
+  if (!has_output) recv = nullptr;
   absl::Status s;
   switch (c.coll) {
     case Coll::kAllReduce: s = comm.AllReduce(send, recv, c.count, c.t, c.op, nullptr); break;
     case Coll::kReduceScatter: s = comm.ReduceScatter(send, recv, c.count, c.t, c.op, nullptr); break;
     case Coll::kAllGather: s = comm.AllGather(send, recv, c.count, c.t, nullptr); break;
     case Coll::kBroadcast: s = comm.Broadcast(send, recv, c.count, c.t, c.root, nullptr); break;
+    case Coll::kReduce: s = comm.Reduce(send, recv, c.count, c.t, c.op, c.root, nullptr); break;
+    case Coll::kGather: s = comm.Gather(send, recv, c.count, c.t, c.root, nullptr); break;
+    case Coll::kScatter: s = comm.Scatter(send, recv, c.count, c.t, c.root, nullptr); break;
+    case Coll::kAllToAll: s = comm.AllToAll(send, recv, c.count, c.t, nullptr); break;
   }
   if (!s.ok()) return absl::StrCat(what, ": returned ", s.ToString());
 
@@ -342,14 +373,14 @@ std::string CheckCase(Communicator& comm, const Case& c, uint64_t seed) {
     }
   }
   if (bad > kMaxReported) absl::StrAppend(&err, "\n  ... ", bad, " of ", out_elems, " elements wrong");
-  const size_t end = (c.in_place ? std::max(in_elems, out_elems) : out_elems) * es;
+  const size_t end = (in_place ? std::max(in_elems, out_elems) : out_elems) * es;
   for (size_t b = end; b < big.size(); ++b) {
     if (big[b] != kPoison) {
       absl::StrAppend(&err, "\n  wrote past the end of the buffer (byte ", b - end, " after it)");
       break;
     }
   }
-  if (!c.in_place && has_input) {
+  if (!in_place && has_input) {
     unsigned char want[8];
     for (size_t i = 0; i < in_elems; ++i) {
       Store(c.t, want, 0, Input(c, seed, r, i));
@@ -359,8 +390,8 @@ std::string CheckCase(Communicator& comm, const Case& c, uint64_t seed) {
       }
     }
   }
-  // Reduce-scatter outputs differ by rank by design; the rest must agree.
-  if (c.coll != Coll::kReduceScatter) {
+  // Outputs that should be the same on every rank must agree bit for bit.
+  if (c.coll == Coll::kAllReduce || c.coll == Coll::kAllGather || c.coll == Coll::kBroadcast) {
     const std::string same = CheckSameOnAllRanks(comm, Hash(out, out_elems * es), what);
     if (!same.empty()) absl::StrAppend(&err, "\n  ", same);
   }

@@ -33,9 +33,12 @@
 namespace weft {
 namespace testing {
 
-enum class Coll : int { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
+enum class Coll : int { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kGather, kScatter, kAllToAll };
 const char* Name(Coll c);
-inline bool Reduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduceScatter; }
+inline bool Reduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduceScatter || c == Coll::kReduce; }
+inline bool HasRoot(Coll c) {
+  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
+}
 
 enum class Inputs : int { kExact, kReal };
 
@@ -45,7 +48,7 @@ struct Case {
   RedOp op = RedOp::kSum;  // reductions only
   size_t count = 0;        // per-rank count (recvcount / sendcount for RS / AG)
   bool in_place = false;
-  int root = 0;            // broadcast only
+  int root = 0;            // broadcast, reduce, gather, scatter
   Inputs inputs = Inputs::kExact;
   std::string Describe() const;
 };
@@ -54,7 +57,8 @@ struct Case {
 inline constexpr size_t kCounts[] = {0, 1, 7, 1000, (size_t{1} << 20) + 3};
 inline constexpr size_t kBigCount = (size_t{1} << 20) + 3;
 
-// Every collective x dtype x op x count x in-place/out-of-place, with exact
+// Every collective x dtype x op x count x in-place/out-of-place (all-to-all:
+// out of place only), with exact
 // inputs, plus real inputs for floating sum/avg/prod. The big count (2^20+3)
 // runs on a subset, both in place and out of place: reductions with float32
 // sum (exact and real inputs), bfloat16 avg and int8 avg (partials travel in

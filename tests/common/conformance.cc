@@ -48,12 +48,16 @@ std::string CheckBadArguments(Communicator& comm) {
   const auto f32 = DataType::kFloat32;
   const auto sum = RedOp::kSum;
   int not_a_stream = 0;
+  // All-to-allv counts: n blocks of 0 or 2 elements, all at displacement 0
+  // (with two ranks or more the blocks of 2 overlap), or at an overflowing one.
+  const std::vector<size_t> zeros(static_cast<size_t>(n), 0), huges(static_cast<size_t>(n), huge * 2);
+  const std::vector<size_t> twos(static_cast<size_t>(n), 2);
   struct Bad {
     const char* call;
     const char* must_name;  // the message must name this argument
     std::function<absl::Status()> run;
   };
-  const std::vector<Bad> bad = {
+  std::vector<Bad> bad = {
       {"all_reduce(sendbuf=NULL)", "sendbuf", [&] { return comm.AllReduce(nullptr, b.data(), 8, f32, sum, nullptr); }},
       {"all_reduce(recvbuf=NULL)", "recvbuf", [&] { return comm.AllReduce(a.data(), nullptr, 8, f32, sum, nullptr); }},
       {"all_reduce(datatype=99)", "datatype",
@@ -78,7 +82,39 @@ std::string CheckBadArguments(Communicator& comm) {
       {"broadcast(datatype=-3)", "datatype",
        [&] { return comm.Broadcast(a.data(), b.data(), 8, static_cast<DataType>(-3), 0, nullptr); }},
       {"split(color=-5)", "color", [&] { return comm.Split(-5, 0).status(); }},
+      {"send(peer=-1)", "peer = -1", [&] { return comm.Send(a.data(), 8, f32, -1, nullptr); }},
+      {"send(peer=size)", "peer", [&] { return comm.Send(a.data(), 8, f32, n, nullptr); }},
+      {"send(sendbuf=NULL)", "sendbuf", [&] { return comm.Send(nullptr, 8, f32, 0, nullptr); }},
+      {"send(stream=&int)", "stream", [&] { return comm.Send(a.data(), 8, f32, 0, &not_a_stream); }},
+      {"recv(recvbuf=NULL)", "recvbuf", [&] { return comm.Recv(nullptr, 8, f32, 0, nullptr); }},
+      {"recv(datatype=9)", "datatype", [&] { return comm.Recv(b.data(), 8, static_cast<DataType>(9), 0, nullptr); }},
+      {"recv(count=SIZE_MAX/2)", "count", [&] { return comm.Recv(b.data(), huge, f32, 0, nullptr); }},
+      {"reduce(root=size)", "root", [&] { return comm.Reduce(a.data(), b.data(), 8, f32, sum, n, nullptr); }},
+      {"reduce(op=7)", "op", [&] { return comm.Reduce(a.data(), b.data(), 8, f32, static_cast<RedOp>(7), 0, nullptr); }},
+      {"reduce(sendbuf=NULL)", "sendbuf", [&] { return comm.Reduce(nullptr, b.data(), 8, f32, sum, 0, nullptr); }},
+      {"gather(root=-2)", "root", [&] { return comm.Gather(a.data(), b.data(), 1, f32, -2, nullptr); }},
+      {"gather(sendcount=SIZE_MAX/2)", "sendcount",
+       [&] { return comm.Gather(a.data(), b.data(), huge, f32, 0, nullptr); }},
+      {"scatter(recvbuf=NULL)", "recvbuf", [&] { return comm.Scatter(a.data(), nullptr, 1, f32, 0, nullptr); }},
+      {"scatter(root=size)", "root", [&] { return comm.Scatter(a.data(), b.data(), 1, f32, n, nullptr); }},
+      {"all_to_all(overlapping buffers)", "overlap",
+       [&] { return comm.AllToAll(a.data(), a.data(), 1, f32, nullptr); }},
+      {"all_to_all(count=SIZE_MAX/2)", "count", [&] { return comm.AllToAll(a.data(), b.data(), huge, f32, nullptr); }},
+      {"all_to_allv(sendcounts=NULL)", "sendcounts is NULL",
+       [&] { return comm.AllToAllv(a.data(), nullptr, zeros.data(), b.data(), zeros.data(), zeros.data(), f32,
+                                   nullptr); }},
+      {"all_to_allv(rdispls=NULL)", "rdispls is NULL",
+       [&] { return comm.AllToAllv(a.data(), zeros.data(), zeros.data(), b.data(), zeros.data(), nullptr, f32,
+                                   nullptr); }},
+      {"all_to_allv(sdispls overflow)", "overflows",
+       [&] { return comm.AllToAllv(a.data(), twos.data(), huges.data(), b.data(), zeros.data(), zeros.data(), f32,
+                                   nullptr); }},
   };
+  if (n > 1) {  // one rank has one block, which overlaps nothing
+    bad.push_back({"all_to_allv(overlapping blocks)", "overlaps block", [&] {
+      return comm.AllToAllv(a.data(), twos.data(), zeros.data(), b.data(), zeros.data(), zeros.data(), f32, nullptr);
+    }});
+  }
   std::string err;
   for (const Bad& c : bad) {
     const absl::Status s = c.run();

@@ -1,7 +1,7 @@
-// The collective conformance suite (tests/common) on the MPI backend, one
+// The conformance suite (tests/common/world_suite.cc) on the MPI backend, one
 // rank per process (mpiexec -n 2 and -n 4; see meson.build), and on the UCX
 // backend when WEFT_TEST_BACKEND=ucx (the same point-to-point schedules on
-// another transport).
+// another transport), plus what only an MPI launch has.
 #include <mpi.h>
 
 #include <cstdlib>
@@ -23,19 +23,10 @@
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
+#include "tests/common/world_suite.h"
 
 namespace weft {
 namespace testing {
-namespace {
-
-constexpr uint64_t kSeed = 0x5eedbeef;
-constexpr int kMaxFailures = 10;
-
-int WorldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 // The backend under test: MPI, or UCX with WEFT_TEST_BACKEND=ucx.
 Backend TestBackend() {
@@ -44,20 +35,20 @@ Backend TestBackend() {
 }
 
 // A fresh communicator of the backend under test over every process, per test.
-std::unique_ptr<Communicator> World(CommOptions options = {}) {
+std::unique_ptr<Communicator> TestWorld(const CommOptions& options) {
   auto comm = InitWorld(TestBackend(), options);
   EXPECT_TRUE(comm.ok()) << comm.status();
   return comm.ok() ? std::move(*comm) : nullptr;
 }
 
-void RunCases(Communicator& comm, const std::vector<Case>& cases) {
-  int failed = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const std::string e = CheckCase(comm, cases[i], kSeed + i);
-    if (!e.empty() && ++failed <= kMaxFailures) ADD_FAILURE() << e;
-  }
-  EXPECT_EQ(failed, 0) << "cases failed on rank " << comm.rank();
+namespace {
+
+int WorldSize() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
 }
+
 
 TEST(Mpi, AutoPicksMpiUnderMpiexec) {
   auto comm = InitWorld(Backend::kAuto, CommOptions{});
@@ -81,8 +72,9 @@ TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
   setenv("SLURM_PROCID", "0", 1);
   setenv("SLURM_NTASKS", "4", 1);  // an sbatch script, not a task of srun
   EXPECT_FALSE(bootstrap::MpiLauncherVariables());
-  setenv("SLURM_STEP_NUM_TASKS", "4", 1);
-  EXPECT_TRUE(bootstrap::MpiLauncherVariables());
+  setenv("SLURM_STEP_NUM_TASKS", "4", 1);  // a plain srun step: Slurm's, not MPI's
+  EXPECT_FALSE(bootstrap::MpiLauncherVariables());
+  EXPECT_TRUE(bootstrap::SlurmStep());
   unsetenv("SLURM_PROCID");
   unsetenv("SLURM_NTASKS");
   unsetenv("SLURM_STEP_NUM_TASKS");
@@ -91,242 +83,6 @@ TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
   unsetenv("PMI_SIZE");
   for (const auto& [k, v] : saved) setenv(k.c_str(), v.c_str(), 1);
   EXPECT_TRUE(bootstrap::MpiLauncherVariables());
-}
-
-// Every rank of these tests runs on one node, so the backend takes the
-// shared-memory path unless WEFT_SHM=0 (the suite runs both ways).
-TEST(Mpi, SharedMemoryPathFollowsWeftShm) {
-  auto comm = World();
-  ASSERT_NE(comm, nullptr);
-  const auto* p2p_comm = dynamic_cast<const p2p::P2pComm*>(comm.get());
-  ASSERT_NE(p2p_comm, nullptr);
-  const char* shm = std::getenv("WEFT_SHM");
-  const bool want = comm->size() > 1 && (shm == nullptr || std::string(shm) != "0");
-  EXPECT_EQ(p2p_comm->shared_memory(), want) << "WEFT_SHM=" << (shm ? shm : "(unset)");
-  auto half = comm->Split(comm->rank() % 2, 0);  // splits decide again, over their own ranks
-  ASSERT_TRUE(half.ok()) << half.status();
-  EXPECT_EQ(dynamic_cast<const p2p::P2pComm&>(**half).shared_memory(), want && (*half)->size() > 1);
-}
-
-TEST(Mpi, CollectiveMatrix) {
-  auto comm = World();
-  ASSERT_NE(comm, nullptr);
-  EXPECT_EQ(comm->backend(), TestBackend());
-  RunCases(*comm, MatrixCases(comm->size()));
-}
-
-// A 256-byte segment sends every count above it (1000 elements of any type)
-// through the pipelined ring and chain, many lanes deep, or through many
-// shared-memory rounds (a few elements each at four ranks), for every
-// dtype x op.
-TEST(Mpi, PipelinedPathsWithSmallSegments) {
-  CommOptions options;
-  options.segment_bytes = 256;
-  auto comm = World(options);
-  ASSERT_NE(comm, nullptr);
-  RunCases(*comm, CasesAtCounts(comm->size(), {7, 1000}));
-}
-
-// Collectives of every kind back to back at random sizes, each spanning a
-// few small rounds or segments, so that consecutive calls reuse the
-// shared-memory staging buffers at every phase of their rotation. Every rank
-// draws the same sequence from the same seed.
-TEST(Mpi, RandomSequenceThroughSmallRounds) {
-  CommOptions options;
-  options.segment_bytes = 512;
-  auto comm = World(options);
-  ASSERT_NE(comm, nullptr);
-  std::mt19937_64 rng(kSeed);
-  const DataType types[] = {DataType::kFloat32, DataType::kBfloat16, DataType::kFloat64, DataType::kInt8,
-                            DataType::kInt64};
-  std::vector<Case> cases;
-  for (int i = 0; i < 80; ++i) {
-    Case c;
-    c.coll = static_cast<Coll>(rng() % 4);
-    c.t = types[rng() % std::size(types)];
-    c.op = static_cast<RedOp>(rng() % kNumRedOps);
-    c.count = 1 + rng() % 600;
-    c.in_place = rng() % 2 == 0;
-    c.root = static_cast<int>(rng() % static_cast<uint64_t>(comm->size()));
-    cases.push_back(c);
-  }
-  RunCases(*comm, cases);
-}
-
-// Runs `check` on the world with shared-memory rounds of the default size
-// and of 256 bytes (many rounds per call); in the WEFT_SHM=0 run both are
-// point-to-point segment sizes.
-void WithRoundSizes(const std::function<std::string(Communicator&)>& check) {
-  for (size_t segment : {size_t{0}, size_t{256}}) {
-    CommOptions options;
-    options.segment_bytes = segment;
-    auto comm = World(options);
-    ASSERT_NE(comm, nullptr);
-    EXPECT_EQ(check(*comm), "") << "segment_bytes " << segment << ", rank " << comm->rank();
-  }
-}
-
-// On one node with shared memory (the default) pieces are staged straight
-// from and into their buffers (pieces within a round, and over many);
-// WEFT_SHM=0 checks the refusal.
-TEST(Mpi, AllReducePieces) { WithRoundSizes(CheckAllReducePieces); }
-
-// On one node the ranks' ready extents ride on a shared-memory barrier;
-// with WEFT_SHM=0 (the point-to-point run) one small all-reduce settles
-// them first.
-TEST(Mpi, AllReduceReady) { WithRoundSizes(CheckAllReduceReady); }
-
-// The DDP reducer on MPI ranks, separate gradient buffers: on one node the
-// segments of small gradients are reduced in pieces straight from and into
-// the gradients (shared memory), with WEFT_SHM=0 through the bucket's
-// copies. Buffers alternate between two sets, the idle set poisoned, and
-// one gradient is unused everywhere in step 2 (left alone): a stale pointer
-// would read poison or write into the idle set.
-const std::vector<size_t> kReducerCounts = {7, 0, 1, 300, 33, 1000, 5, 64, 129, 2, 777, 16, 3000};
-
-std::vector<shard::GradSpec> ReducerSpecs() {
-  std::vector<shard::GradSpec> specs;
-  for (size_t c : kReducerCounts) specs.push_back({c, DataType::kFloat32, MemKind::kHost, std::string()});
-  return specs;
-}
-
-// Several buckets; segments of 256 elements, many of several gradients.
-shard::ReducerOptions SmallReducerBuckets() {
-  shard::ReducerOptions o;
-  o.bucket_cap_bytes = 4096;
-  o.first_bucket_cap_bytes = 512;
-  o.segment_bytes = 1024;
-  return o;
-}
-
-// Integers in [-8, 8]: their averages over 2 or 4 ranks are exact either way.
-float ReducerValue(int step, int rank, size_t g, size_t j) {
-  return static_cast<float>(static_cast<int>((step * 7 + rank * 5 + g * 3 + j) % 17) - 8);
-}
-
-TEST(Mpi, ReducerAveragesSeparateBuffers) {
-  auto comm = World();
-  ASSERT_NE(comm, nullptr);
-  const int n = comm->size(), r = comm->rank();
-  const std::vector<size_t>& counts = kReducerCounts;
-  shard::ReducerOptions o = SmallReducerBuckets();
-  o.min_piece_bytes = 0;  // pieces even for these tiny gradients
-  auto red = shard::Reducer::Create(comm.get(), ReducerSpecs(), o);
-  ASSERT_TRUE(red.ok()) << red.status();
-  const auto value = ReducerValue;
-  auto poison = [](size_t j) { return 4096.0f + static_cast<float>(j); };
-  std::vector<std::vector<float>> sets[2];
-  for (auto& set : sets) {
-    for (size_t c : counts) set.emplace_back(c);
-  }
-  for (int step = 0; step < 4; ++step) {
-    auto& mine = sets[step % 2];
-    auto& idle = sets[1 - step % 2];
-    for (size_t g = 0; g < counts.size(); ++g) {
-      for (size_t j = 0; j < counts[g]; ++j) mine[g][j] = value(step, r, g, j), idle[g][j] = poison(j);
-    }
-    for (int g = static_cast<int>(counts.size()) - 1; g >= 0; --g) {
-      const absl::Status s =
-          step == 2 && g == 3 ? (*red)->MarkUnused(g) : (*red)->MarkReady(g, mine[g].data(), nullptr);
-      ASSERT_TRUE(s.ok()) << s;
-    }
-    const absl::Status done = (*red)->Finalize(nullptr);
-    ASSERT_TRUE(done.ok()) << done;
-    for (size_t g = 0; g < counts.size(); ++g) {
-      for (size_t j = 0; j < counts[g]; ++j) {
-        ASSERT_EQ(idle[g][j], poison(j)) << "step " << step << " grad " << g << ": the idle buffer was touched";
-        float want = value(step, r, g, j);  // unused: left alone
-        if (!(step == 2 && g == 3)) {
-          double sum = 0;
-          for (int q = 0; q < n; ++q) sum += value(step, q, g, j);
-          want = static_cast<float>(sum / n);
-        }
-        ASSERT_EQ(mine[g][j], want) << "step " << step << " grad " << g << " element " << j << " rank " << r;
-      }
-    }
-  }
-  EXPECT_EQ((*red)->stats().segments_in_pieces > 0, comm->ReducesPieces());
-  EXPECT_EQ(comm->ReducesPieces(), dynamic_cast<const p2p::P2pComm&>(*comm).shared_memory());
-}
-
-// Gradients as bucket views on MPI ranks. Marked in registration order,
-// every segment is ready before the first call is enqueued; where the
-// ranks agree within the call (one node: shared memory) each bucket goes in
-// its first segment's call, elsewhere (WEFT_SHM=0) nothing merges. Averages
-// exact either way, and the same on every step.
-TEST(Mpi, ReducerViewSegmentsMergeOnOneNode) {
-  auto comm = World();
-  ASSERT_NE(comm, nullptr);
-  const int n = comm->size(), r = comm->rank();
-  const std::vector<size_t>& counts = kReducerCounts;
-  shard::ReducerOptions o = SmallReducerBuckets();
-  o.gradient_as_bucket_view = true;
-  o.rebuild_buckets = false;
-  auto red = shard::Reducer::Create(comm.get(), ReducerSpecs(), o);
-  ASSERT_TRUE(red.ok()) << red.status();
-  shard::Reducer& rd = **red;
-  const auto value = ReducerValue;
-  for (int step = 0; step < 3; ++step) {
-    const shard::ReducerStats before = rd.stats();
-    std::vector<float*> view;
-    for (size_t g = 0; g < counts.size(); ++g) {
-      view.push_back(static_cast<float*>(*rd.GradSlot(static_cast<int>(g))));
-      for (size_t j = 0; j < counts[g]; ++j) view[g][j] = value(step, r, g, j);
-    }
-    for (size_t g = 0; g < counts.size(); ++g) ASSERT_TRUE(rd.MarkReady(static_cast<int>(g), view[g], nullptr).ok());
-    const absl::Status done = rd.Finalize(nullptr);
-    ASSERT_TRUE(done.ok()) << done;
-    for (size_t g = 0; g < counts.size(); ++g) {
-      for (size_t j = 0; j < counts[g]; ++j) {
-        double sum = 0;
-        for (int q = 0; q < n; ++q) sum += value(step, q, g, j);
-        ASSERT_EQ(view[g][j], static_cast<float>(sum / n)) << "step " << step << " grad " << g << " rank " << r;
-      }
-    }
-    const shard::ReducerStats after = rd.stats();
-    const int64_t segments = after.segments_launched - before.segments_launched;
-    const int64_t buckets = after.buckets_launched - before.buckets_launched;
-    const int64_t merged = after.segments_merged - before.segments_merged;
-    EXPECT_GT(segments, buckets + 2);
-    EXPECT_EQ(merged, comm->AgreesReadyInCall() ? segments - buckets : 0) << "step " << step << " rank " << r;
-  }
-}
-
-TEST(Mpi, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
-  auto comm = World();
-  ASSERT_NE(comm, nullptr);
-  EXPECT_EQ(CheckBadArguments(*comm), "");
-}
-
-TEST(Mpi, Split) {
-  auto comm = World();
-  ASSERT_NE(comm, nullptr);
-  EXPECT_EQ(CheckSplit(*comm, kSeed), "");
-}
-
-TEST(Mpi, HostStreamsKeepIssueOrder) {
-  auto comm = World();
-  ASSERT_NE(comm, nullptr);
-  EXPECT_EQ(CheckHostStreams(*comm, kSeed), "");
-}
-
-TEST(Mpi, LoneCollectiveTimesOutAndBreaksTheCommunicator) {
-  CommOptions options;
-  options.timeout_ms = 500;
-  auto comm = World(options);
-  ASSERT_NE(comm, nullptr);
-  EXPECT_EQ(CheckTimeout(*comm), "");
-  if (comm->rank() == comm->size() - 1 && comm->size() > 1) {
-    float x = 1;
-    const absl::Status s = comm->AllReduce(&x, &x, 1, DataType::kFloat32, RedOp::kSum, nullptr);
-    EXPECT_NE(s.message().find("unusable"), std::string::npos) << s;
-  }
-}
-
-TEST(Mpi, AbortEndsAWait) {
-  auto comm = World();
-  ASSERT_NE(comm, nullptr);
-  EXPECT_EQ(CheckAbort(*comm), "");
 }
 
 }  // namespace

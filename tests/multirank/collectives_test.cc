@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
+#include "tests/common/p2p_check.h"
 #include "tests/multirank/harness.h"
 
 namespace weft {
@@ -137,6 +138,87 @@ TEST(InProcess, RanksThatDisagreeAllFailAndTheWorldGoesOn) {
       const absl::Status ok = comm.AllReduce(x.data(), x.data(), 16, DataType::kFloat32, RedOp::kSum, nullptr);
       if (!ok.ok() || x[15] != static_cast<float>(comm.size())) {
         return absl::StrFormat("the next call: %s, x[15] = %g", ok.ToString(), x[15]);
+      }
+      return "";
+    });
+  }
+}
+
+TEST_P(WorldSize, SendRecv) {
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckSendRecv(comm, kSeed); });
+}
+
+TEST_P(WorldSize, Groups) {
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckGroups(comm, kSeed); });
+}
+
+TEST_P(WorldSize, AllToAllv) {
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckAllToAllv(comm, kSeed); });
+}
+
+TEST_P(WorldSize, LoneRecvTimesOut) {
+  CommOptions options;
+  options.timeout_ms = 300;
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckRecvTimeout(comm); }, std::chrono::seconds(60), options);
+}
+
+// The rooted and personalised collectives are compared like the others:
+// another root, count or type on one rank fails every rank alike, naming
+// both calls; an all-to-allv whose counts disagree names both ranks' counts;
+// a receive of another count than was sent names both. None touches a
+// buffer, and the next matching call works.
+TEST(InProcess, RootedAndPersonalisedCallsThatDisagreeAllFail) {
+  for (int n = 2; n <= 4; ++n) {
+    RunRanks(n, [](Communicator& comm) -> std::string {
+      const int last = comm.size() - 1, r = comm.rank();
+      std::vector<float> x(16, 1.0f), y(16 * comm.size(), 2.0f);
+      std::vector<size_t> counts(static_cast<size_t>(comm.size()), 1), displs(counts.size());
+      for (size_t q = 0; q < displs.size(); ++q) displs[q] = q;
+      std::vector<size_t> rcounts = counts;
+      if (r == last) rcounts[0] = 2, displs[0] = 0;  // expects 2 from rank 0, which sends 1
+      std::vector<size_t> rdispls(counts.size());
+      for (size_t q = 0, at = 0; q < rdispls.size(); at += rcounts[q], ++q) rdispls[q] = at;
+      const absl::Status s[] = {
+          comm.Reduce(x.data(), y.data(), 8, DataType::kFloat32, RedOp::kSum, r == last ? 1 : 0, nullptr),
+          comm.Gather(x.data(), y.data(), r == last ? 3 : 4, DataType::kFloat32, 0, nullptr),
+          comm.Scatter(y.data(), x.data(), 4, r == last ? DataType::kInt32 : DataType::kFloat32, 0, nullptr),
+          comm.AllToAllv(x.data(), counts.data(), displs.data(), y.data(), rcounts.data(), rdispls.data(),
+                         DataType::kFloat32, nullptr),
+          r == 0 ? comm.AllToAll(x.data(), y.data(), 2, DataType::kFloat32, nullptr)
+                 : comm.Reduce(x.data(), y.data(), 2, DataType::kFloat32, RedOp::kMax, 0, nullptr),
+      };
+      const std::string want[] = {
+          absl::StrFormat("rank 0 called reduce of 8 float32 (sum) to root 0, rank %d called reduce of 8 float32 "
+                          "(sum) to root 1", last),
+          absl::StrFormat("rank 0 called gather of 4 float32 to root 0, rank %d called gather of 3 float32 to root 0",
+                          last),
+          absl::StrFormat("rank 0 called scatter of 4 float32 from root 0, rank %d called scatter of 4 int32 from "
+                          "root 0", last),
+          absl::StrFormat("rank 0 sends 1 float32 to rank %d, which receives 2 from rank 0", last),
+          "rank 0 called all_to_all of float32, rank 1 called reduce of 2 float32 (max) to root 0",
+      };
+      for (int i = 0; i < 5; ++i) {
+        if (s[i].code() != absl::StatusCode::kFailedPrecondition ||
+            s[i].message().find(want[i]) == std::string::npos) {
+          return absl::StrFormat("mismatch %d: got %s, want weftInvalidUsage with \"%s\"", i, s[i].ToString(),
+                                 want[i]);
+        }
+      }
+      for (float v : x) {
+        if (v != 1.0f) return "a refused call changed its buffer";
+      }
+      // A receive of another count than was sent: the receiver is told both.
+      const int to = (r + 1) % comm.size(), from = (r - 1 + comm.size()) % comm.size();
+      absl::Status sent = comm.Send(x.data(), 5, DataType::kFloat32, to, nullptr);
+      absl::Status got = comm.Recv(y.data(), 6, DataType::kFloat32, from, nullptr);
+      const std::string both = absl::StrFormat("rank %d sent 5 float32, but rank %d receives 6 float32", from, r);
+      if (!sent.ok() || got.code() != absl::StatusCode::kFailedPrecondition ||
+          got.message().find(both) == std::string::npos) {
+        return absl::StrFormat("send/recv counts: %s / %s, want \"%s\"", sent.ToString(), got.ToString(), both);
+      }
+      const absl::Status ok = comm.Reduce(x.data(), y.data(), 16, DataType::kFloat32, RedOp::kSum, last, nullptr);
+      if (!ok.ok() || (r == last && y[15] != static_cast<float>(comm.size()))) {
+        return absl::StrFormat("the next call: %s, y[15] = %g", ok.ToString(), y[15]);
       }
       return "";
     });

@@ -1,0 +1,187 @@
+// The checked entry points of point-to-point and the rooted and personalised
+// collectives (send, recv, reduce, gather, scatter, all-to-all), as
+// communicator.cc has them for the others: every argument is checked before
+// anything is issued, and errors name the argument and its value.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "comm/arguments.h"
+#include "comm/communicator.h"
+#include "core/status.h"
+
+namespace weft {
+
+absl::Status Communicator::CheckRank(const char* call, const char* what, int r) const {
+  if (r < 0 || r >= size_) {
+    return InvalidArgument("%s: %s = %d is outside [0, %d) (the communicator's size)", call, what, r, size_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Send(const void* send, size_t count, DataType t, int peer, void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "send"));
+  RETURN_IF_ERROR(CheckRank("send", "peer", peer));
+  absl::StatusOr<size_t> bytes = Bytes("count", count, 1, t);
+  RETURN_IF_ERROR(Annotate(bytes.status(), "send"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *bytes), "send"));
+  if (count == 0) return absl::OkStatus();  // moves nothing and matches nothing, as in NCCL
+  return Issue("send", stream, [=, this] { return DoSend(send, count, t, peer, stream); }, /*eager=*/true);
+}
+
+absl::Status Communicator::Recv(void* recv, size_t count, DataType t, int peer, void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "recv"));
+  RETURN_IF_ERROR(CheckRank("recv", "peer", peer));
+  absl::StatusOr<size_t> bytes = Bytes("count", count, 1, t);
+  RETURN_IF_ERROR(Annotate(bytes.status(), "recv"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *bytes), "recv"));
+  if (count == 0) return absl::OkStatus();
+  return Issue("recv", stream, [=, this] { return DoRecv(recv, count, t, peer, stream); });
+}
+
+absl::Status Communicator::Reduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
+                                  void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, &op), "reduce"));
+  RETURN_IF_ERROR(CheckRank("reduce", "root", root));
+  absl::StatusOr<size_t> bytes = Bytes("count", count, 1, t);
+  RETURN_IF_ERROR(Annotate(bytes.status(), "reduce"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *bytes), "reduce"));
+  if (rank_ == root) {
+    RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *bytes), "reduce"));
+    if (send != recv && memory() == MemKind::kHost && Overlap(send, *bytes, recv, *bytes)) {
+      return InvalidArgument("reduce: sendbuf = %p and recvbuf = %p overlap without being equal", send, recv);
+    }
+  }
+  return Issue("reduce", stream, [=, this] { return DoReduce(send, recv, count, t, op, root, stream); });
+}
+
+absl::Status Communicator::Gather(const void* send, void* recv, size_t sendcount, DataType t, int root,
+                                  void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "gather"));
+  RETURN_IF_ERROR(CheckRank("gather", "root", root));
+  absl::StatusOr<size_t> total = Bytes("sendcount", sendcount, static_cast<size_t>(size_), t);
+  RETURN_IF_ERROR(Annotate(total.status(), "gather"));
+  const size_t block = sendcount * ElementSize(t);
+  RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, block), "gather"));
+  if (rank_ == root) {
+    RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *total), "gather"));
+    const void* own = static_cast<const char*>(recv) + static_cast<size_t>(rank_) * block;
+    if (send != own && memory() == MemKind::kHost && Overlap(send, block, recv, *total)) {
+      return InvalidArgument("gather: sendbuf = %p overlaps recvbuf = %p but is not its in-place slice %p "
+                             "(recvbuf + root %d * sendcount)", send, recv, own, rank_);
+    }
+  }
+  return Issue("gather", stream, [=, this] { return DoGather(send, recv, sendcount, t, root, stream); });
+}
+
+absl::Status Communicator::Scatter(const void* send, void* recv, size_t recvcount, DataType t, int root,
+                                   void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "scatter"));
+  RETURN_IF_ERROR(CheckRank("scatter", "root", root));
+  absl::StatusOr<size_t> total = Bytes("recvcount", recvcount, static_cast<size_t>(size_), t);
+  RETURN_IF_ERROR(Annotate(total.status(), "scatter"));
+  const size_t block = recvcount * ElementSize(t);
+  RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, block), "scatter"));
+  if (rank_ == root) {
+    RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *total), "scatter"));
+    const void* own = static_cast<const char*>(send) + static_cast<size_t>(rank_) * block;
+    if (recv != own && memory() == MemKind::kHost && Overlap(send, *total, recv, block)) {
+      return InvalidArgument("scatter: recvbuf = %p overlaps sendbuf = %p but is not its in-place slice %p "
+                             "(sendbuf + root %d * recvcount)", recv, send, own, rank_);
+    }
+  }
+  return Issue("scatter", stream, [=, this] { return DoScatter(send, recv, recvcount, t, root, stream); });
+}
+
+absl::Status Communicator::AllToAll(const void* send, void* recv, size_t count, DataType t, void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "all_to_all"));
+  absl::StatusOr<size_t> total = Bytes("count", count, static_cast<size_t>(size_), t);
+  RETURN_IF_ERROR(Annotate(total.status(), "all_to_all"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *total), "all_to_all"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *total), "all_to_all"));
+  if (memory() == MemKind::kHost && Overlap(send, *total, recv, *total)) {
+    return InvalidArgument("all_to_all: sendbuf = %p and recvbuf = %p overlap (all-to-all is never in place)", send,
+                           recv);
+  }
+  std::vector<size_t> counts(static_cast<size_t>(size_), count), displs(static_cast<size_t>(size_));
+  for (size_t q = 0; q < displs.size(); ++q) displs[q] = q * count;
+  return Issue("all_to_all", stream, [=, this] { return DoAllToAllv(send, counts, displs, recv, counts, displs, t,
+                                                                    stream); });
+}
+
+namespace {
+
+// Checks one side of an all-to-allv (counts and displacements of `n`
+// blocks) and returns its extent in bytes, the end of its last block.
+absl::StatusOr<size_t> CheckBlocks(const char* counts_name, const size_t* counts, const char* displs_name,
+                                   const size_t* displs, int n, DataType t) {
+  if (counts == nullptr) return InvalidArgument("all_to_allv: %s is NULL", counts_name);
+  if (displs == nullptr) return InvalidArgument("all_to_allv: %s is NULL", displs_name);
+  const size_t es = ElementSize(t);
+  struct Span {
+    size_t begin, end;
+    int q;
+  };
+  std::vector<Span> spans;
+  size_t extent = 0;
+  for (int q = 0; q < n; ++q) {
+    const size_t c = counts[q], d = displs[q];
+    if (d > std::numeric_limits<size_t>::max() / es || c > std::numeric_limits<size_t>::max() / es - d) {
+      return InvalidArgument("all_to_allv: %s[%d] = %zu + %s[%d] = %zu elements of %s overflows size_t", displs_name,
+                             q, d, counts_name, q, c, Name(t));
+    }
+    if (c == 0) continue;
+    spans.push_back({d, d + c, q});
+    extent = std::max(extent, (d + c) * es);
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  for (size_t k = 1; k < spans.size(); ++k) {
+    if (spans[k].begin < spans[k - 1].end) {
+      return InvalidArgument("all_to_allv: block %d ([%zu, %zu) by %s and %s) overlaps block %d ([%zu, %zu))",
+                             spans[k].q, spans[k].begin, spans[k].end, displs_name, counts_name, spans[k - 1].q,
+                             spans[k - 1].begin, spans[k - 1].end);
+    }
+  }
+  return extent;
+}
+
+}  // namespace
+
+absl::Status Communicator::AllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                                     const size_t* recvcounts, const size_t* rdispls, DataType t, void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "all_to_allv"));
+  ASSIGN_OR_RETURN(const size_t send_extent, CheckBlocks("sendcounts", sendcounts, "sdispls", sdispls, size_, t));
+  ASSIGN_OR_RETURN(const size_t recv_extent, CheckBlocks("recvcounts", recvcounts, "rdispls", rdispls, size_, t));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, send_extent), "all_to_allv"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, recv_extent), "all_to_allv"));
+  if (memory() == MemKind::kHost && Overlap(send, send_extent, recv, recv_extent)) {
+    return InvalidArgument("all_to_allv: sendbuf = %p and recvbuf = %p overlap (all-to-all is never in place)",
+                           send, recv);
+  }
+  const auto n = static_cast<size_t>(size_);
+  std::vector<size_t> sc(sendcounts, sendcounts + n), sd(sdispls, sdispls + n);
+  std::vector<size_t> rc(recvcounts, recvcounts + n), rd(rdispls, rdispls + n);
+  return Issue("all_to_allv", stream, [=, this] { return DoAllToAllv(send, sc, sd, recv, rc, rd, t, stream); });
+}
+
+absl::Status Communicator::DoSend(const void*, size_t, DataType, int, void*) {
+  return Unsupported("send: backend %s has no point-to-point sends", Name(backend()));
+}
+absl::Status Communicator::DoRecv(void*, size_t, DataType, int, void*) {
+  return Unsupported("recv: backend %s has no point-to-point receives", Name(backend()));
+}
+absl::Status Communicator::DoReduce(const void*, void*, size_t, DataType, RedOp, int, void*) {
+  return Unsupported("reduce: backend %s has no rooted reduce", Name(backend()));
+}
+absl::Status Communicator::DoGather(const void*, void*, size_t, DataType, int, void*) {
+  return Unsupported("gather: backend %s has no gather", Name(backend()));
+}
+absl::Status Communicator::DoScatter(const void*, void*, size_t, DataType, int, void*) {
+  return Unsupported("scatter: backend %s has no scatter", Name(backend()));
+}
+absl::Status Communicator::DoAllToAllv(const void*, const std::vector<size_t>&, const std::vector<size_t>&, void*,
+                                       const std::vector<size_t>&, const std::vector<size_t>&, DataType, void*) {
+  return Unsupported("all_to_all: backend %s has no all-to-all", Name(backend()));
+}
+
+}  // namespace weft

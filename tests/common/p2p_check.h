@@ -1,0 +1,50 @@
+// Conformance checks of point-to-point sends and receives, groups and the
+// uneven all-to-all, shared by every backend's tests (as conformance.h):
+// each runs on one rank, every rank calls the same checks in the same
+// order, and each returns "" when the backend conforms, else what went wrong.
+//
+// Payloads are pure functions of (seed, sender, receiver, message, element),
+// so a receiver computes what it must get without trusting any
+// communication; receive buffers are poisoned before every call and compared
+// bit for bit, with guard bytes (and the gaps between all-to-all blocks) that
+// must stay poisoned.
+//
+//   EXPECT_EQ(CheckSendRecv(*comm, seed), "");
+#ifndef WEFT_TESTS_COMMON_P2P_CHECK_H_
+#define WEFT_TESTS_COMMON_P2P_CHECK_H_
+
+#include <cstdint>
+#include <string>
+
+#include "comm/communicator.h"
+
+namespace weft {
+namespace testing {
+
+// Host memory. Every rank sends to the next rank, then receives from the
+// previous one (a ring exchange in which every rank sends first), blocking,
+// for every dtype at counts 0, 1, 7 and 1000 and float32 at 2^20+3; three
+// messages of different sizes to one peer, received in order; a send
+// whose buffer is overwritten as soon as it returns; a send to itself; and a
+// send and receive on a host stream followed by a blocking all-reduce.
+std::string CheckSendRecv(Communicator& comm, uint64_t seed);
+
+// Groups: every rank receives from both neighbours before it sends to them,
+// inside a group (torch's batch_isend_irecv), with a collective in the group
+// too; nested groups; GroupEnd without GroupStart is InvalidUsage; a refused
+// call inside a group is refused at once and the group goes on.
+std::string CheckGroups(Communicator& comm, uint64_t seed);
+
+// All-to-allv with uneven counts (0 to some), gaps between the blocks and
+// displacements out of rank order, for float32, bfloat16, int64 and uint8,
+// blocking and on a host stream, plus one large block per rank.
+std::string CheckAllToAllv(Communicator& comm, uint64_t seed);
+
+// The last rank receives from rank 0, which sends nothing: Timeout naming
+// the peer within the communicator's (short) timeout. Other ranks do nothing.
+std::string CheckRecvTimeout(Communicator& comm);
+
+}  // namespace testing
+}  // namespace weft
+
+#endif  // WEFT_TESTS_COMMON_P2P_CHECK_H_
