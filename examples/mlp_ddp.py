@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The simple MLP of the PyTorch DDP tutorials, trained data-parallel with weft.
 
-    mpirun -np 4 --oversubscribe /usr/bin/python3 examples/mlp_ddp.py
-    mpirun -np 4 --oversubscribe /usr/bin/python3 examples/mlp_ddp.py --check
+    mpirun -np 4 --oversubscribe .venv/bin/python examples/mlp_ddp.py
+    mpirun -np 4 --oversubscribe .venv/bin/python examples/mlp_ddp.py --check
     mpirun -np 8 python3 examples/mlp_ddp.py --device cuda --check   # a GPU per rank, NCCL
 
 Each step draws one global batch of synthetic data (the same on every rank)

@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The small transformer language model of the FSDP tutorials, trained
 fully sharded (ZeRO-3) with weft and AdamW.
 
-    mpirun -np 4 --oversubscribe /usr/bin/python3 examples/transformer_fsdp.py
-    mpirun -np 4 --oversubscribe /usr/bin/python3 examples/transformer_fsdp.py --check --steps 3 --layers 2
+    mpirun -np 4 --oversubscribe .venv/bin/python examples/transformer_fsdp.py
+    mpirun -np 4 --oversubscribe .venv/bin/python examples/transformer_fsdp.py --check --steps 3 --layers 2
     mpirun -np 8 python3 examples/transformer_fsdp.py --device cuda   # a GPU per rank, NCCL
-    mpirun -np 4 --oversubscribe /usr/bin/python3 examples/transformer_fsdp.py --backend ucx  # host, over UCX
+    mpirun -np 4 --oversubscribe .venv/bin/python examples/transformer_fsdp.py --backend ucx  # host, over UCX
 
 Each transformer block is one shard group (weft gathers it just before its
 forward and backward and reduce-scatters its gradients after); the embedding,

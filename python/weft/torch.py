@@ -181,3 +181,9 @@ class DistributedDataParallel(torch.nn.Module):
 
 # FSDP / ZeRO over shard groups (weft/_fsdp.py).
 from ._fsdp import FullyShardedDataParallel, MixedPrecision  # noqa: E402,F401
+
+
+# `import weft.torch` makes "weft" a torch.distributed backend.
+from ._backend import register as _register_backend  # noqa: E402
+
+_register_backend()

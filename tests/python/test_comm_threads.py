@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The Python binding in one process: collectives on numpy arrays and torch
 tensors over in-process ranks driven from Python threads (ctypes releases the
 GIL), the reducer through weft.Reducer, errors, and the library lookup.
@@ -13,7 +13,7 @@ import unittest
 try:
     import numpy as np
 except ImportError as e:
-    print("skip: needs /usr/bin/python3 with numpy (%s)" % e)
+    print("skip: needs .venv/bin/python (tools/setup) with numpy (%s)" % e)
     sys.exit(77)
 try:
     import torch

@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """weft.torch.DistributedDataParallel against torch's own DDP over gloo.
 
-    mpirun -np 4 --oversubscribe /usr/bin/python3 tests/python/test_ddp_vs_torch.py
+    mpirun -np 4 --oversubscribe .venv/bin/python tests/python/test_ddp_vs_torch.py
 
 Every rank runs the same micro-batches through both wrappers (same initial
 weights) and compares the gradients after each backward within float32
@@ -20,7 +20,7 @@ try:
     import torch
     import torch.distributed as dist
 except ImportError as e:  # meson reads 77 as "skipped"
-    print("skip: needs /usr/bin/python3 with torch and numpy (%s)" % e)
+    print("skip: needs .venv/bin/python (tools/setup) with torch and numpy (%s)" % e)
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))

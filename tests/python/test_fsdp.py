@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """weft.torch.FullyShardedDataParallel against a single-process run.
 
 Ranks are threads over the in-process backend (ctypes releases the GIL).
@@ -18,7 +18,7 @@ import unittest
 try:
     import torch
 except ImportError as e:
-    print("skip: needs /usr/bin/python3 with torch (%s)" % e)
+    print("skip: needs .venv/bin/python (tools/setup) with torch (%s)" % e)
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The CUDA surface of the Python package, as far as it can be exercised
 without a GPU: weft.init's new arguments, the refusals of tensors of the
 wrong memory kind, stream arguments, and clean weft errors (never a crash)
@@ -19,7 +19,7 @@ try:
     import numpy as np
     import torch
 except ImportError as e:
-    print("skip: needs /usr/bin/python3 with torch and numpy (%s)" % e)
+    print("skip: needs .venv/bin/python (tools/setup) with torch and numpy (%s)" % e)
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))

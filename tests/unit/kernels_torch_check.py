@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Cross-checks weft's kernels against PyTorch through the C ABI (ctypes).
 
 float32 -> bfloat16 / float16 with scaling must equal torch's

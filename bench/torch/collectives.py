@@ -1,0 +1,158 @@
+"""torch.distributed collectives over weft and gloo in the same job, in nccl-tests' columns.
+
+    .venv/bin/torchrun --standalone --nproc_per_node 4 bench/torch/collectives.py
+    .venv/bin/torchrun --standalone --nproc_per_node 2 bench/torch/collectives.py --max-bytes 16M --no-ddp
+
+For all_reduce, all_gather_into_tensor and reduce_scatter_tensor (float32, sum) and each size from 4 KiB to
+256 MiB (x4), each backend runs warm-up calls and then timed ones, one blocking call at a time; a size's time is
+the median over the timed calls, the slowest rank's. nccl-tests' definitions: size is the bytes of the largest
+buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: the input), algbw = size / time, busbw
+= algbw x 2(n-1)/n for all-reduce and x (n-1)/n for the others; "time x" is the baseline's time over weft's. Then a DDP training step of torchvision's
+ResNet-50 (random data) over each backend: the median step time, the slowest rank's. --device cuda puts the
+tensors on each rank's GPU and sets torch's nccl backend beside weft instead of gloo.
+Environment: WEFT_SOCKET_IFNAME=lo keeps weft's bootstrap on loopback.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import weft.torch  # noqa: F401  registers "weft"
+
+
+def parse_bytes(s):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(float(s[:-1]) * units[s[-1].upper()]) if s[-1].upper() in units else int(s)
+
+
+def bus_factor(op, n):
+    return 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+
+
+def timed(fn, iters, warmup, gloo, cuda=False):
+    """The slowest rank's median time of fn() (CUDA: until the device finished it)."""
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    sync()
+    dist.barrier(group=gloo)
+    samples = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - t0)
+    worst = torch.tensor([statistics.median(samples)], dtype=torch.float64)
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=gloo)
+    return worst.item()
+
+
+def iterations(nbytes):
+    if nbytes <= 1 << 20:
+        return 40, 5
+    if nbytes <= 16 << 20:
+        return 10, 2
+    return 5, 1
+
+
+def collective(op, nbytes, world, group, device):
+    """A closure running `op` once on float32 buffers whose largest is `nbytes`, and its element count."""
+    count = nbytes // 4
+    if op == "all_reduce":
+        t = torch.ones(count, device=device)
+        return (lambda: dist.all_reduce(t, group=group)), count
+    if op == "all_gather_into_tensor":
+        out, inp = torch.empty(count, device=device), torch.ones(count // world, device=device)
+        return (lambda: dist.all_gather_into_tensor(out, inp, group=group)), count
+    inp, out = torch.ones(count, device=device), torch.empty(count // world, device=device)
+    return (lambda: dist.reduce_scatter_tensor(out, inp, group=group)), count
+
+
+def sweep(args, world, rank, gloo, base, base_name):
+    sizes = []
+    s = parse_bytes(args.min_bytes)
+    while s <= parse_bytes(args.max_bytes):
+        sizes.append(s)
+        s *= 4
+    groups = {"weft": None, base_name: base}
+    cuda = args.device == "cuda"
+    for op in ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"]:
+        if rank == 0:
+            print("\n# %s, %d ranks, float32 sum, %s tensors; per backend: time (us), algbw, busbw (GB/s)" %
+                  (op, world, args.device))
+            print("%12s %12s %6s | %10s %7s %7s | %10s %7s %7s | %9s" % (
+                "size", "count", "type", "weft us", "algbw", "busbw", base_name + " us", "algbw", "busbw",
+                "time x"))
+        for nbytes in sizes:
+            row = {}
+            for name, group in groups.items():
+                fn, count = collective(op, nbytes, world, group, args.device)
+                iters, warmup = iterations(nbytes)
+                t = timed(fn, iters, warmup, gloo, cuda)
+                algbw = nbytes / t / 1e9
+                row[name] = (t * 1e6, algbw, algbw * bus_factor(op, world))
+            if rank == 0:
+                w, g = row["weft"], row[base_name]
+                print("%12d %12d %6s | %10.1f %7.3f %7.3f | %10.1f %7.3f %7.3f | %9.2f" % (
+                    nbytes, count, "float", *w, *g, g[0] / w[0]), flush=True)
+
+
+def ddp_steps(args, world, rank, gloo, base, base_name):
+    import torchvision
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    results = {}
+    for name, group in {"weft": None, base_name: base}.items():
+        torch.manual_seed(0)
+        model = DDP(torchvision.models.resnet50(weights=None).to(args.device), process_group=group)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(args.ddp_batch, 3, args.ddp_image, args.ddp_image, device=args.device)
+        y = torch.randint(0, 1000, (args.ddp_batch,), device=args.device)
+        loss_fn = torch.nn.CrossEntropyLoss()
+
+        def step():
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+        results[name] = timed(step, args.ddp_steps, 2, gloo, args.device == "cuda")
+    if rank == 0:
+        params = sum(p.numel() for p in torchvision.models.resnet50(weights=None).parameters())
+        print("\n# DDP step, torchvision resnet50 (%.1f M parameters, %.0f MB of float32 gradients), batch %d of "
+              "3x%dx%d per rank, %d ranks, median of %d steps" % (params / 1e6, params * 4 / 1e6, args.ddp_batch,
+                                                                  args.ddp_image, args.ddp_image, world, args.ddp_steps))
+        print("%10s %12s" % ("backend", "step (ms)"))
+        for name, t in results.items():
+            print("%10s %12.1f" % (name, t * 1e3))
+        print("%10s %12.2f" % (base_name + "/weft", results[base_name] / results["weft"]), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--min-bytes", default="4K")
+    p.add_argument("--max-bytes", default="256M")
+    p.add_argument("--no-ddp", action="store_true", help="skip the ResNet-50 DDP step")
+    p.add_argument("--ddp-batch", type=int, default=4)
+    p.add_argument("--ddp-image", type=int, default=112)
+    p.add_argument("--ddp-steps", type=int, default=5)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: CUDA tensors (one GPU per rank), beside torch's nccl backend instead of gloo")
+    args = p.parse_args()
+    if args.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("weft")
+    gloo = dist.new_group(backend="gloo")
+    base_name = "nccl" if args.device == "cuda" else "gloo"
+    base = dist.new_group(backend="nccl") if args.device == "cuda" else gloo
+    world, rank = dist.get_world_size(), dist.get_rank()
+    torch.set_num_threads(1)
+    sweep(args, world, rank, gloo, base, base_name)
+    if not args.no_ddp:
+        ddp_steps(args, world, rank, gloo, base, base_name)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

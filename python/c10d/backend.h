@@ -1,0 +1,158 @@
+// weft as a torch.distributed backend: dist.init_process_group("weft").
+//
+// A thin translation layer over include/weft/weft.h: torch's tensors and
+// options in, weft C ABI calls out, a Work with a future back. One backend
+// object per process group; each call routes on its tensors' device:
+//  - CPU tensors go to the group's host communicator, enqueued on a weft host
+//    stream (weftStreamCreate), so the call returns before the data moved;
+//    Work::wait blocks until it has, and the future completes then.
+//  - CUDA tensors go to a CUDA communicator made by the group's first CUDA
+//    call, enqueued on its stream after torch's current stream (events, never
+//    a device synchronisation); Work::wait makes the current stream wait.
+// Inputs are kept alive until the collective is done; non-contiguous tensors
+// travel through contiguous copies. Failures are exceptions naming the op,
+// the rank and weftGetLastError().
+#ifndef WEFT_PYTHON_C10D_BACKEND_H_
+#define WEFT_PYTHON_C10D_BACKEND_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "comm_cache.h"
+#include "cuda_order.h"
+#include "weft/weft.h"
+
+namespace weft_c10d {
+
+// One collective, or the collectives of one coalesced group.
+class WeftWork : public c10d::Work {
+ public:
+  WeftWork(int rank, c10d::OpType type, const char* op, bool cuda, weftComm_t comm);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  bool wait(std::chrono::milliseconds timeout) override;
+  void synchronize() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  std::vector<at::Tensor> result() override;
+
+ private:
+  friend class WeftBackend;
+  friend class Op;
+  void Complete(std::exception_ptr error);  // once the data is there (or failed to get there)
+  // Host work: synchronises its stream and completes, once, on whichever
+  // thread comes first: a thread blocked in wait() (one wake-up fewer than
+  // waiting for the completion thread) or the completion thread.
+  void Drain();
+
+  const char* op_;
+  bool cuda_;
+  weftComm_t comm_;
+  std::vector<at::Tensor> keep_;             // alive until the collective is done
+  std::vector<at::Tensor> outputs_;          // the future's value
+  std::vector<std::function<void()>> post_;  // copies out of temporaries, once the data is there
+  weftStream_t stream_ = nullptr;            // host: the stream it runs on
+  std::function<void(weftStream_t)> release_;  // host: hands the stream back to the group
+  std::mutex drain_mu_;
+  bool drained_ = false;
+  bool open_ = false;  // a coalesced group before endCoalescing: more may join it
+  std::shared_ptr<CudaDone> done_;           // CUDA: its end on the communicator's stream
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class WeftBackend : public c10d::Backend {
+ public:
+  WeftBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout);
+  ~WeftBackend() override;
+
+  const std::string getBackendName() const override { return "weft"; }
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // Not in weft's C ABI yet: each refuses, naming itself.
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+  void abort() override;     // local; waiting and later collectives fail
+  void shutdown() override;  // waits for issued work, then frees streams and communicators
+
+ private:
+  friend class Op;
+  weftStream_t LeaseStream();
+  void Finish(const c10::intrusive_ptr<WeftWork>& work);  // host work: to the completion thread
+  void CompletionLoop();
+  CudaOrder& Order(int device);
+
+  CommCache comms_;
+  uint64_t seq_ = 0;
+  // Host streams: one per collective in flight (a stream's thread runs one
+  // collective at a time, in issue order), reused once its work completed.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<weftStream_t> free_streams_;
+  std::vector<weftStream_t> all_streams_;
+  std::deque<c10::intrusive_ptr<WeftWork>> pending_;  // host work in issue order
+  bool stop_ = false;
+  bool shut_ = false;
+  std::thread completion_;
+  std::unique_ptr<CudaOrder> order_;
+  // startCoalescing .. endCoalescing: one Work for every collective between.
+  bool coalescing_ = false;
+  c10::intrusive_ptr<WeftWork> group_;
+};
+
+}  // namespace weft_c10d
+
+#endif  // WEFT_PYTHON_C10D_BACKEND_H_

@@ -1,0 +1,108 @@
+// The out-of-band exchange: torch's Store as a weftStore_t, and the
+// communicators of one group made through it.
+#include "comm_cache.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include <c10/util/Exception.h>
+
+namespace weft_c10d {
+
+std::string WeftError(const char* op, int rank, weftResult_t r) {
+  const char* last = weftGetLastError();
+  return std::string("weft: ") + op + " failed on rank " + std::to_string(rank) + " (" + weftGetErrorString(r) +
+         "): " + (last && *last ? last : "no further detail");
+}
+
+namespace {
+
+// weftStore_t's callbacks over a c10d::Store. They run on the thread that
+// calls weftCommInitStore, during the call; a torch exception (the store's
+// own timeout, a closed connection) becomes a non-zero result.
+int StoreSet(void* ctx, const char* key, const void* value, size_t len) {
+  try {
+    auto* store = static_cast<c10d::Store*>(ctx);
+    const auto* p = static_cast<const uint8_t*>(value);
+    store->set(key, std::vector<uint8_t>(p, p + len));
+    return 0;
+  } catch (const std::exception&) {
+    return 1;
+  }
+}
+
+int StoreGet(void* ctx, const char* key, void* value, size_t cap, size_t* len, int timeout_ms) {
+  try {
+    auto* store = static_cast<c10d::Store*>(ctx);
+    store->wait({key}, timeout_ms < 0 ? c10d::Store::kNoTimeout : std::chrono::milliseconds(timeout_ms));
+    std::vector<uint8_t> v = store->get(key);
+    if (v.size() > cap) return 1;
+    std::memcpy(value, v.data(), v.size());
+    *len = v.size();
+    return 0;
+  } catch (const std::exception&) {
+    return 1;
+  }
+}
+
+int ClampMs(std::chrono::milliseconds t) {
+  return static_cast<int>(std::clamp<int64_t>(t.count(), 1, INT_MAX));
+}
+
+}  // namespace
+
+CommCache::CommCache(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout)
+    : store_(std::move(store)), rank_(rank), size_(size), timeout_ms_(ClampMs(timeout)) {
+  host_ = Make("host", weftMemoryHost, -1);
+}
+
+CommCache::~CommCache() { Destroy(); }
+
+weftComm_t CommCache::Make(const char* what, weftMemoryKind_t memory, int device) {
+  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  cfg.memory = memory;
+  cfg.cuda_device = device;
+  cfg.timeout_ms = timeout_ms_;
+  cfg.bootstrap_timeout_ms = timeout_ms_;
+  weftStore_t ws = WEFT_STORE_INITIALIZER;
+  ws.ctx = store_.get();
+  ws.set = StoreSet;
+  ws.get = StoreGet;
+  weftComm_t comm = nullptr;
+  // The store is already this group's; the prefix tells its host and CUDA
+  // communicators apart.
+  weftResult_t r = weftCommInitStore(&comm, size_, rank_, &ws, what, &cfg);
+  TORCH_CHECK(r == weftSuccess, WeftError(memory == weftMemoryHost ? "init (host communicator)"
+                                                                   : "init (CUDA communicator)", rank_, r));
+  return comm;
+}
+
+weftComm_t CommCache::Cuda(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TORCH_CHECK(!destroyed_, "weft: rank ", rank_, ": the process group was shut down");
+  if (cuda_ == nullptr) {
+    cuda_ = Make("cuda", weftMemoryCuda, device);
+    cuda_device_ = device;
+  }
+  TORCH_CHECK(device == cuda_device_, "weft: this process group drives cuda:", cuda_device_, " on rank ", rank_,
+              "; a tensor on cuda:", device, " needs a process group of its own");
+  return cuda_;
+}
+
+void CommCache::Abort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (host_) weftCommAbort(host_);
+  if (cuda_) weftCommAbort(cuda_);
+}
+
+void CommCache::Destroy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (host_) weftCommDestroy(host_);
+  if (cuda_) weftCommDestroy(cuda_);
+  host_ = cuda_ = nullptr;
+  destroyed_ = true;
+}
+
+}  // namespace weft_c10d

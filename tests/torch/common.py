@@ -1,0 +1,86 @@
+"""What the torch-backend tests share: start "weft" and gloo in one torchrun job, record failures, and end with
+every rank's verdict combined (over gloo), so a rank that fails fails the job.
+
+    from common import Job
+    job = Job()                       # dist.init_process_group("weft") + a gloo group of the same ranks
+    job.check(torch.equal(a, b), "all_reduce sum int8 count 7")
+    job.finish()                      # exits 1 on every rank if any rank failed a check
+
+Run by meson under `.venv/bin/torchrun --standalone --nproc_per_node N`; WEFT_SOCKET_IFNAME=lo keeps weft's
+bootstrap on loopback.
+"""
+
+import datetime
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+import weft.torch  # noqa: F401  registers "weft"
+
+
+def same_bits(a, b):
+    """True when a and b have one dtype, one shape and the same bytes (so -0.0 differs from 0.0)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+class Job:
+    def __init__(self, timeout_s=120):
+        dist.init_process_group("weft", timeout=datetime.timedelta(seconds=timeout_s))
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        self.gloo = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=120))
+        self.failures = []
+        self.checks = 0
+        self.t0 = time.monotonic()
+
+    def check(self, ok, what):
+        self.checks += 1
+        if not ok:
+            self.failures.append(what)
+            if len(self.failures) <= 20:
+                print("rank %d FAIL: %s" % (self.rank, what), file=sys.stderr, flush=True)
+
+    def expect_raises(self, fn, types, words, what):
+        """fn() must raise one of `types` with every word of `words` in its message."""
+        try:
+            fn()
+        except types as e:
+            msg = str(e)
+            missing = [w for w in words if w not in msg]
+            self.check(not missing, "%s: message lacks %s: %s" % (what, missing, msg[:300]))
+            return msg
+        except Exception as e:  # noqa: BLE001  the wrong kind of failure is a failure
+            self.check(False, "%s: raised %s, not %s: %s" % (what, type(e).__name__, types, str(e)[:300]))
+            return None
+        self.check(False, "%s: did not raise" % what)
+        return None
+
+    def run(self, name, fn):
+        """Runs one test function; an exception in it is one failure, and the job goes on."""
+        try:
+            fn(self)
+        except Exception:  # noqa: BLE001
+            self.check(False, "%s raised:\n%s" % (name, traceback.format_exc()))
+
+    def finish(self):
+        failed = torch.tensor([len(self.failures)], dtype=torch.int64)
+        dist.all_reduce(failed, group=self.gloo)
+        if self.rank == 0:
+            print("%d ranks, %d checks per rank, %d failures in all, %.1f s" %
+                  (self.world, self.checks, failed.item(), time.monotonic() - self.t0), flush=True)
+        dist.destroy_process_group()
+        sys.exit(1 if failed.item() else 0)
+
+
+def skip_without_cuda(reason_prefix):
+    """Exits 77 (meson's skip) on every rank where torch has no usable CUDA device, saying why."""
+    if not torch.cuda.is_available():
+        if int(os.environ.get("RANK", "0")) == 0:
+            print("skip: %s: torch.cuda.is_available() is False on this machine" % reason_prefix, flush=True)
+        sys.exit(77)

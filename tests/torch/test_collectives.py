@@ -1,0 +1,317 @@
+"""Every collective of weft's torch backend against gloo in the same job, bit for bit.
+
+    .venv/bin/torchrun --standalone --nproc_per_node 4 tests/torch/test_collectives.py
+
+Inputs are random integers (a different draw per rank and case) small enough that every sum, product, min and max
+is exact in every dtype, so any order of reduction gives the same bits and weft's result must equal gloo's exactly.
+Outputs are poisoned first, so unwritten elements show. Where gloo lacks a reduction (AVG, PREMUL_SUM) the reference
+is gloo's SUM with torch's division or scaling, done as weft defines it (see include/weft/weft.h). Each dtype x op x
+count runs in place; out-of-place, non-contiguous, asynchronous and coalesced forms are covered as well.
+"""
+
+import zlib
+
+import torch
+import torch.distributed as dist
+
+from common import Job, same_bits
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int8, torch.uint8, torch.int32,
+          torch.int64, torch.bool]
+OPS = ["sum", "avg", "product", "min", "max", "premul_sum"]
+COUNTS = [0, 1, 7, 1000, 2 ** 20 + 3]
+PREMUL = 0.5  # exact in every float type
+
+
+def inputs(job, dtype, count, op, case, rank=None):
+    """This rank's (or `rank`'s) exact-integer input for one case."""
+    rank = job.rank if rank is None else rank
+    g = torch.Generator().manual_seed(zlib.crc32(repr((case, rank)).encode()))
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (count,), generator=g).bool()
+    if op == "product":  # nonzero, |product| <= 3^4 = 81
+        v = torch.randint(1, 4, (count,), generator=g)
+        if dtype != torch.uint8:
+            v = v * (torch.randint(0, 2, (count,), generator=g) * 2 - 1)
+    elif dtype == torch.uint8:
+        v = torch.randint(0, 16, (count,), generator=g)
+    else:
+        v = torch.randint(-8, 9, (count,), generator=g)
+    return v.to(dtype)
+
+
+def poison(dtype, count):
+    if dtype == torch.bool:
+        return torch.ones(count, dtype=dtype)
+    return torch.full((count,), 77, dtype=dtype)
+
+
+def valid(dtype, op):
+    if op == "premul_sum":
+        return dtype.is_floating_point
+    return not (dtype == torch.bool and op == "avg")
+
+
+def weft_op(op):
+    if op == "premul_sum":
+        return dist._make_nccl_premul_sum(PREMUL)
+    return {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "product": dist.ReduceOp.PRODUCT,
+            "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[op]
+
+
+def gloo_reduced(job, x, op, collective):
+    """gloo's result of `collective(tensor, reduce_op)` for weft's `op` on input x."""
+    gloo_op = {"avg": dist.ReduceOp.SUM, "premul_sum": dist.ReduceOp.SUM}.get(op) or weft_op(op)
+    src = x * PREMUL if op == "premul_sum" else x.clone()
+    out = collective(src, gloo_op)
+    if out.dtype == torch.bool:
+        # gloo sums bools as bytes and leaves 2 in a bool (an invalid one); weft's SUM is logical or.
+        return out.view(torch.uint8) != 0
+    if op != "avg":
+        return out
+    if out.dtype.is_floating_point:  # weft divides once, in the accumulation type (float32 for half types)
+        acc = torch.float64 if out.dtype == torch.float64 else torch.float32
+        return (out.to(acc) / job.world).to(out.dtype)
+    return torch.div(out.to(torch.int64), job.world, rounding_mode="trunc").to(out.dtype)
+
+
+def ref_all_reduce(job, x, op):
+    def coll(t, rop):
+        dist.all_reduce(t, op=rop, group=job.gloo)
+        return t
+    return gloo_reduced(job, x, op, coll)
+
+
+def ref_reduce_scatter(job, big, op):
+    """gloo's reduce-scatter of `big` (world * n elements): gloo's all-reduce, this rank's block."""
+    n = big.numel() // job.world
+    return ref_all_reduce(job, big, op)[job.rank * n:(job.rank + 1) * n]
+
+
+def test_all_reduce(job):
+    for dtype in DTYPES:
+        for op in OPS:
+            if not valid(dtype, op):
+                continue
+            for count in COUNTS:
+                case = ("all_reduce", str(dtype), op, count)
+                x = inputs(job, dtype, count, op, case)
+                want = ref_all_reduce(job, x, op)
+                got = x.clone()
+                dist.all_reduce(got, op=weft_op(op))
+                job.check(same_bits(got, want), "all_reduce %s %s count %d" % (dtype, op, count))
+
+
+def test_all_reduce_forms(job):
+    """Non-contiguous, asynchronous (wait and future) and coalesced all-reduces."""
+    for dtype in [torch.float32, torch.bfloat16, torch.int64, torch.bool]:
+        for op in ["sum", "max"]:
+            case = ("forms", str(dtype), op)
+            x = inputs(job, dtype, 2000, op, case)
+            want = ref_all_reduce(job, x, op)
+            # A column of a 2-column matrix: strided; the other column must stay as it was.
+            m = torch.stack([x, poison(dtype, 2000)], dim=1)
+            dist.all_reduce(m[:, 0], op=weft_op(op))
+            job.check(same_bits(m[:, 0].contiguous(), want) and same_bits(m[:, 1].contiguous(), poison(dtype, 2000)),
+                      "all_reduce non-contiguous %s %s" % (dtype, op))
+            got = x.clone()
+            work = dist.all_reduce(got, op=weft_op(op), async_op=True)
+            work.wait()
+            job.check(work.is_completed() and work.is_success() and same_bits(got, want),
+                      "all_reduce async wait %s %s" % (dtype, op))
+            got = x.clone()
+            fut = dist.all_reduce(got, op=weft_op(op), async_op=True).get_future()
+            value = fut.wait()
+            job.check(same_bits(value[0], want) and same_bits(got, want), "all_reduce future %s %s" % (dtype, op))
+    # Several tensors of one call, and the coalescing manager.
+    xs = [inputs(job, torch.float32, n, "sum", ("coalesced", n)) for n in (1, 1000, 33)]
+    wants = [ref_all_reduce(job, x, "sum") for x in xs]
+    gots = [x.clone() for x in xs]
+    dist.all_reduce_coalesced(gots)
+    job.check(all(same_bits(g, w) for g, w in zip(gots, wants)), "all_reduce_coalesced")
+    gots = [x.clone() for x in xs]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for g in gots:
+            dist.all_reduce(g)
+    cm.wait()
+    job.check(all(same_bits(g, w) for g, w in zip(gots, wants)), "all_reduce under _coalescing_manager")
+
+
+def test_broadcast(job):
+    for dtype in DTYPES:
+        for count in COUNTS:
+            for root in range(job.world):
+                case = ("broadcast", str(dtype), count, root)
+                x = inputs(job, dtype, count, "sum", case, rank=root)
+                got = x.clone() if job.rank == root else poison(dtype, count)
+                work = dist.broadcast(got, src=root, async_op=True)
+                work.wait()
+                want = x.clone() if job.rank == root else poison(dtype, count)
+                dist.broadcast(want, src=root, group=job.gloo)
+                job.check(same_bits(got, want), "broadcast %s count %d root %d" % (dtype, count, root))
+
+
+def test_all_gather(job):
+    for dtype in DTYPES:
+        for count in COUNTS:
+            case = ("all_gather", str(dtype), count)
+            x = inputs(job, dtype, count, "sum", case)
+            want = [poison(dtype, count) for _ in range(job.world)]
+            dist.all_gather(want, x, group=job.gloo)
+            want_flat = torch.cat(want)
+            got = [poison(dtype, count) for _ in range(job.world)]
+            dist.all_gather(got, x)
+            job.check(all(same_bits(g, w) for g, w in zip(got, want)), "all_gather (list) %s count %d" % (dtype, count))
+            out = poison(dtype, count * job.world)
+            dist.all_gather_into_tensor(out, x)
+            job.check(same_bits(out, want_flat), "all_gather_into_tensor %s count %d" % (dtype, count))
+            out = poison(dtype, count * job.world)  # in place: the input is this rank's block of the output
+            out[job.rank * count:(job.rank + 1) * count] = x
+            dist.all_gather_into_tensor(out, out[job.rank * count:(job.rank + 1) * count])
+            job.check(same_bits(out, want_flat), "all_gather_into_tensor in place %s count %d" % (dtype, count))
+    # Coalesced gathers (FSDP2's pattern) and a non-contiguous output block.
+    xs = [inputs(job, torch.bfloat16, n, "sum", ("agc", n)) for n in (5, 1000)]
+    wants = []
+    for x in xs:
+        w = poison(torch.bfloat16, x.numel() * job.world)
+        dist.all_gather_into_tensor(w, x, group=job.gloo)
+        wants.append(w)
+    outs = [poison(torch.bfloat16, x.numel() * job.world) for x in xs]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o, x in zip(outs, xs):
+            dist.all_gather_into_tensor(o, x)
+    cm.wait()
+    job.check(all(same_bits(o, w) for o, w in zip(outs, wants)), "allgather_into_tensor_coalesced")
+    x = inputs(job, torch.float32, 300, "sum", "agnc")
+    m = torch.zeros(job.world * 300, 2)
+    dist.all_gather_into_tensor(m[:, 1], x)
+    w = torch.zeros(job.world * 300)
+    dist.all_gather_into_tensor(w, x, group=job.gloo)
+    job.check(same_bits(m[:, 1].contiguous(), w) and not m[:, 0].any().item(),
+              "all_gather_into_tensor non-contiguous output")
+
+
+def test_reduce_scatter(job):
+    for dtype in DTYPES:
+        for op in OPS:
+            if not valid(dtype, op):
+                continue
+            for count in COUNTS:
+                case = ("reduce_scatter", str(dtype), op, count)
+                big = inputs(job, dtype, count * job.world, op, case)
+                want = ref_reduce_scatter(job, big, op)
+                out = poison(dtype, count)
+                dist.reduce_scatter_tensor(out, big, op=weft_op(op))
+                job.check(same_bits(out, want), "reduce_scatter_tensor %s %s count %d" % (dtype, op, count))
+                if count > 1000:
+                    continue  # the list and in-place forms share the path checked above
+                out = poison(dtype, count)
+                dist.reduce_scatter(out, list(big.chunk(job.world)) if count else
+                                    [big[:0] for _ in range(job.world)], op=weft_op(op))
+                job.check(same_bits(out, want), "reduce_scatter (list) %s %s count %d" % (dtype, op, count))
+                inplace = big.clone()  # in place: the output is this rank's block of the input
+                block = inplace[job.rank * count:(job.rank + 1) * count]
+                dist.reduce_scatter_tensor(block, inplace, op=weft_op(op))
+                job.check(same_bits(block, want), "reduce_scatter_tensor in place %s %s count %d" % (dtype, op, count))
+    bigs = [inputs(job, torch.float32, n * job.world, "sum", ("rsc", n)) for n in (3, 1000)]
+    wants = [ref_reduce_scatter(job, b, "avg") for b in bigs]
+    outs = [poison(torch.float32, b.numel() // job.world) for b in bigs]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o, b in zip(outs, bigs):
+            dist.reduce_scatter_tensor(o, b, op=dist.ReduceOp.AVG)
+    cm.wait()
+    job.check(all(same_bits(o, w) for o, w in zip(outs, wants)), "reduce_scatter_tensor_coalesced avg")
+
+
+def test_async_returns_early(job):
+    """An async all-reduce returns before its peers arrived, and wait() blocks until they did."""
+    import time
+    x = torch.ones(1 << 16)
+    if job.rank == 0:
+        t0 = time.monotonic()
+        work = dist.all_reduce(x, async_op=True)
+        issued = time.monotonic() - t0
+        done_at_issue = work.is_completed()
+        work.wait()
+        job.check(issued < 0.5 and not done_at_issue, "async all_reduce returned after %.3f s, completed=%s" %
+                  (issued, done_at_issue))
+    else:
+        time.sleep(1.0)
+        dist.all_reduce(x)
+    job.check(bool((x == job.world).all().item()), "async all_reduce value")
+
+
+def test_barrier_and_objects(job):
+    dist.barrier()
+    dist.barrier(async_op=True).wait()
+    objs = [{"rank": 0, "list": [1, 2.5, "three"]}, None] if job.rank == 0 else [None, None]
+    if job.rank == 0:
+        objs[1] = ("tuple", job.world)
+    dist.broadcast_object_list(objs, src=0)
+    job.check(objs == [{"rank": 0, "list": [1, 2.5, "three"]}, ("tuple", job.world)], "broadcast_object_list")
+    gathered = [None] * job.world
+    dist.all_gather_object(gathered, {"r": job.rank, "s": "x" * (job.rank * 1000)})
+    job.check(gathered == [{"r": r, "s": "x" * (r * 1000)} for r in range(job.world)], "all_gather_object")
+
+
+def test_subgroups(job):
+    """Each subgroup has a communicator of its own: disjoint halves, an overlapping pair, the whole world again."""
+    w = job.world
+    patterns = [list(range(0, w, 2)), list(range(1, w, 2)), [0, w - 1], list(range(w))]
+    groups = [(ranks, dist.new_group(ranks), dist.new_group(ranks, backend="gloo")) for ranks in patterns]
+    for ranks, g, gg in groups:
+        if job.rank not in ranks:
+            continue
+        x = inputs(job, torch.int64, 1001, "sum", ("sub", tuple(ranks)))
+        want = x.clone()
+        dist.all_reduce(want, group=gg)
+        got = x.clone()
+        dist.all_reduce(got, group=g)
+        job.check(same_bits(got, want), "subgroup %s all_reduce" % ranks)
+        out = poison(torch.int64, 1001 * len(ranks))
+        dist.all_gather_into_tensor(out, x, group=g)
+        ref = poison(torch.int64, 1001 * len(ranks))
+        dist.all_gather_into_tensor(ref, x, group=gg)
+        job.check(same_bits(out, ref), "subgroup %s all_gather_into_tensor" % ranks)
+        dist.barrier(group=g)
+
+
+def test_refusals(job):
+    """What weft cannot do is a clear exception naming the op, never a wrong result. (Tensors on the wrong
+    device need a second device: tests/torch/test_cuda.py. torch itself serves meta tensors.)"""
+    job.expect_raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)), (TypeError,),
+                      ["all_reduce", "Short", "not a weft type"], "int16 all_reduce")
+    job.expect_raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.uint16)), (TypeError,),
+                      ["all_reduce", "UInt16", "not a weft type"], "uint16 all_reduce")
+    job.expect_raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BAND),
+                      (ValueError,), ["all_reduce", "BAND"], "BAND all_reduce")
+    job.expect_raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool), op=dist.ReduceOp.AVG),
+                      (ValueError,), ["all_reduce", "AVG", "bool"], "bool AVG")
+    job.expect_raises(lambda: dist.all_gather_into_tensor(torch.ones(4 * job.world + 1), torch.ones(4)),
+                      (ValueError,), ["all_gather_into_tensor", "elements"], "wrong output size")
+    job.expect_raises(lambda: dist.reduce(torch.ones(4), dst=0), (NotImplementedError,),
+                      ["reduce", "weftReduce"], "reduce")
+    job.expect_raises(lambda: dist.all_to_all_single(torch.ones(job.world), torch.ones(job.world)),
+                      (NotImplementedError,), ["all_to_all_single", "weftAllToAll"], "all_to_all_single")
+    peer = (job.rank + 1) % job.world
+    job.expect_raises(lambda: dist.send(torch.ones(4), dst=peer), (NotImplementedError,), ["send", "weftSend"],
+                      "send")
+    # The group still works after every refusal.
+    x = torch.full((10,), float(job.rank + 1))
+    dist.all_reduce(x)
+    job.check(bool((x == job.world * (job.world + 1) / 2).all().item()), "all_reduce after refusals")
+
+
+def main():
+    job = Job()
+    for name, fn in [("all_reduce", test_all_reduce), ("all_reduce forms", test_all_reduce_forms),
+                     ("broadcast", test_broadcast), ("all_gather", test_all_gather),
+                     ("reduce_scatter", test_reduce_scatter), ("async", test_async_returns_early),
+                     ("barrier and objects", test_barrier_and_objects), ("subgroups", test_subgroups),
+                     ("refusals", test_refusals)]:
+        job.run(name, fn)
+    job.finish()
+
+
+if __name__ == "__main__":
+    main()
