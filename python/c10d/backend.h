@@ -103,7 +103,6 @@ class WeftBackend : public c10d::Backend {
                                                                  const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-  // Not in weft's C ABI yet: each refuses, naming itself.
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
@@ -118,6 +117,8 @@ class WeftBackend : public c10d::Backend {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  // Refused, naming themselves: weft's receives name their peer, and lists
+  // of lists are deprecated in torch.
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
@@ -134,6 +135,7 @@ class WeftBackend : public c10d::Backend {
   void Finish(const c10::intrusive_ptr<WeftWork>& work);  // host work: to the completion thread
   void CompletionLoop();
   CudaOrder& Order(int device);
+  void CheckP2p(const char* op, int peer, int tag);
 
   CommCache comms_;
   uint64_t seq_ = 0;

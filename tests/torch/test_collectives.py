@@ -6,7 +6,8 @@ Inputs are random integers (a different draw per rank and case) small enough tha
 is exact in every dtype, so any order of reduction gives the same bits and weft's result must equal gloo's exactly.
 Outputs are poisoned first, so unwritten elements show. Where gloo lacks a reduction (AVG, PREMUL_SUM) the reference
 is gloo's SUM with torch's division or scaling, done as weft defines it (see include/weft/weft.h). Each dtype x op x
-count runs in place; out-of-place, non-contiguous, asynchronous and coalesced forms are covered as well.
+count runs in place; out-of-place, non-contiguous, asynchronous and coalesced forms are covered as well, and
+reduce, gather, scatter, all-to-all (even, uneven, lists) and send/recv over a few dtypes and every root.
 """
 
 import zlib
@@ -276,6 +277,85 @@ def test_subgroups(job):
         dist.barrier(group=g)
 
 
+ROOTED_DTYPES = [torch.float32, torch.bfloat16, torch.int8, torch.int64, torch.bool]
+
+
+def test_rooted(job):
+    """reduce, gather, scatter for every root against gloo's."""
+    for dtype in ROOTED_DTYPES:
+        for count in [0, 1, 1000] + ([2 ** 20 + 3] if dtype == torch.float32 else []):
+            for root in range(job.world):
+                case = ("rooted", str(dtype), count, root)
+                for op in ["sum", "max"] + (["avg"] if dtype != torch.bool else []):
+                    x = inputs(job, dtype, count, op, case + (op,))
+
+                    def gloo_reduce(t, rop, root=root):
+                        dist.reduce(t, dst=root, op=rop, group=job.gloo)
+                        return t
+                    want = gloo_reduced(job, x, op, gloo_reduce)
+                    got = x.clone()
+                    dist.reduce(got, dst=root, op=weft_op(op))
+                    if job.rank == root:
+                        job.check(same_bits(got, want), "reduce %s %s count %d root %d" % (dtype, op, count, root))
+                x = inputs(job, dtype, count, "sum", case + ("gather",))
+                got = [poison(dtype, count) for _ in range(job.world)] if job.rank == root else None
+                want = [poison(dtype, count) for _ in range(job.world)] if job.rank == root else None
+                dist.gather(x, got, dst=root)
+                dist.gather(x, want, dst=root, group=job.gloo)
+                if job.rank == root:
+                    job.check(all(same_bits(g, w) for g, w in zip(got, want)),
+                              "gather %s count %d root %d" % (dtype, count, root))
+                parts = ([inputs(job, dtype, count, "sum", case + ("scatter", q)) for q in range(job.world)]
+                         if job.rank == root else None)
+                got, want = poison(dtype, count), poison(dtype, count)
+                dist.scatter(got, parts, src=root)
+                dist.scatter(want, parts, src=root, group=job.gloo)
+                job.check(same_bits(got, want), "scatter %s count %d root %d" % (dtype, count, root))
+
+
+def test_all_to_all(job):
+    """all_to_all_single (even and uneven splits) and all_to_all of lists against gloo's all_to_all_single."""
+    w = job.world
+    for dtype in ROOTED_DTYPES:
+        for rows in [0, 1, 333]:
+            x = inputs(job, dtype, rows * w * 3, "sum", ("a2a", str(dtype), rows)).view(rows * w, 3)
+            got, want = poison(dtype, rows * w * 3).view(rows * w, 3), poison(dtype, rows * w * 3).view(rows * w, 3)
+            dist.all_to_all_single(got, x)
+            dist.all_to_all_single(want, x, group=job.gloo)
+            job.check(same_bits(got, want), "all_to_all_single %s rows %d" % (dtype, rows))
+        # Uneven: rank r sends (r + q) % 3 + q rows to rank q.
+        send_rows = [(job.rank + q) % 3 + q for q in range(w)]
+        recv_rows = [(r + job.rank) % 3 + job.rank for r in range(w)]
+        x = inputs(job, dtype, sum(send_rows) * 2, "sum", ("a2av", str(dtype))).view(-1, 2)
+        got, want = poison(dtype, sum(recv_rows) * 2).view(-1, 2), poison(dtype, sum(recv_rows) * 2).view(-1, 2)
+        dist.all_to_all_single(got, x, recv_rows, send_rows)
+        dist.all_to_all_single(want, x, recv_rows, send_rows, group=job.gloo)
+        job.check(same_bits(got, want), "all_to_all_single uneven %s" % dtype)
+        ins = list(x.split(send_rows))
+        outs = [poison(dtype, n * 2).view(n, 2) for n in recv_rows]
+        dist.all_to_all(outs, ins)
+        job.check(same_bits(torch.cat(outs), want), "all_to_all (lists) %s" % dtype)
+
+
+def test_send_recv(job):
+    """A ring: every rank sends to the next and receives from the previous (sends are eager on host memory)."""
+    w = job.world
+    nxt, prev = (job.rank + 1) % w, (job.rank - 1) % w
+    for dtype in ROOTED_DTYPES:
+        for count in [0, 1, 1000, 2 ** 18 + 1]:
+            x = inputs(job, dtype, count, "sum", ("p2p", str(dtype), count))
+            want = inputs(job, dtype, count, "sum", ("p2p", str(dtype), count), rank=prev)
+            got = poison(dtype, count)
+            dist.send(x, dst=nxt)
+            dist.recv(got, src=prev)
+            job.check(same_bits(got, want), "send/recv %s count %d" % (dtype, count))
+            got = poison(dtype, count)
+            works = [dist.isend(x, dst=nxt), dist.irecv(got, src=prev)]
+            for work in works:
+                work.wait()
+            job.check(same_bits(got, want), "isend/irecv %s count %d" % (dtype, count))
+
+
 def test_refusals(job):
     """What weft cannot do is a clear exception naming the op, never a wrong result. (Tensors on the wrong
     device need a second device: tests/torch/test_cuda.py. torch itself serves meta tensors.)"""
@@ -289,13 +369,12 @@ def test_refusals(job):
                       (ValueError,), ["all_reduce", "AVG", "bool"], "bool AVG")
     job.expect_raises(lambda: dist.all_gather_into_tensor(torch.ones(4 * job.world + 1), torch.ones(4)),
                       (ValueError,), ["all_gather_into_tensor", "elements"], "wrong output size")
-    job.expect_raises(lambda: dist.reduce(torch.ones(4), dst=0), (NotImplementedError,),
-                      ["reduce", "weftReduce"], "reduce")
-    job.expect_raises(lambda: dist.all_to_all_single(torch.ones(job.world), torch.ones(job.world)),
-                      (NotImplementedError,), ["all_to_all_single", "weftAllToAll"], "all_to_all_single")
     peer = (job.rank + 1) % job.world
-    job.expect_raises(lambda: dist.send(torch.ones(4), dst=peer), (NotImplementedError,), ["send", "weftSend"],
-                      "send")
+    job.expect_raises(lambda: dist.send(torch.ones(4), dst=peer, tag=3), (ValueError,), ["send", "tag 3"],
+                      "send with a tag")
+    job.expect_raises(lambda: dist.recv(torch.ones(4)), (NotImplementedError,), ["any source"], "recv from any")
+    job.expect_raises(lambda: dist.all_to_all_single(torch.ones(job.world + 1), torch.ones(job.world + 1)),
+                      (ValueError,), ["all_to_all_single", "evenly"], "all_to_all_single of uneven rows")
     # The group still works after every refusal.
     x = torch.full((10,), float(job.rank + 1))
     dist.all_reduce(x)
@@ -307,7 +386,8 @@ def main():
     for name, fn in [("all_reduce", test_all_reduce), ("all_reduce forms", test_all_reduce_forms),
                      ("broadcast", test_broadcast), ("all_gather", test_all_gather),
                      ("reduce_scatter", test_reduce_scatter), ("async", test_async_returns_early),
-                     ("barrier and objects", test_barrier_and_objects), ("subgroups", test_subgroups),
+                     ("barrier and objects", test_barrier_and_objects),
+                     ("rooted", test_rooted), ("all_to_all", test_all_to_all), ("send/recv", test_send_recv), ("subgroups", test_subgroups),
                      ("refusals", test_refusals)]:
         job.run(name, fn)
     job.finish()
