@@ -21,6 +21,7 @@
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
 #include "tests/common/p2p_check.h"
+#include "tests/common/shard_check.h"
 
 namespace weft {
 namespace testing {
@@ -245,6 +246,17 @@ TEST(World, ReducerViewSegmentsMergeOnOneNode) {
 TEST(World, SendRecv) { WithRoundSizes([](Communicator& c) { return CheckSendRecv(c, kSeed); }); }
 TEST(World, Groups) { WithRoundSizes([](Communicator& c) { return CheckGroups(c, kSeed); }); }
 TEST(World, AllToAllv) { WithRoundSizes([](Communicator& c) { return CheckAllToAllv(c, kSeed); }); }
+
+// An FSDP step's shard group over processes: unshard, two micro-batches of
+// gradients reduced into the fp32 shards, reshard; fp32 and bf16 compute.
+TEST(World, ShardGroupStep) {
+  auto comm = World();
+  ASSERT_NE(comm, nullptr);
+  shard::CheckShardGroupStep(*comm, {}, false);
+  shard::ShardGroupOptions bf16;
+  bf16.param_dtype = DataType::kBfloat16;
+  shard::CheckShardGroupStep(*comm, bf16, true);
+}
 
 TEST(World, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
   auto comm = World();
