@@ -60,6 +60,9 @@ def main():
         torch.cuda.set_device(device)
     else:
         comm, device = weft.init(backend=args.backend), torch.device("cpu")
+    launched = weft.launched_world_size()
+    if args.check and launched is not None and comm.size != launched:
+        sys.exit("check: the world has %d ranks, but the launcher started %d" % (comm.size, launched))
     torch.manual_seed(comm.rank)  # different on each rank: DDP must broadcast rank 0's
     model = ToyModel().to(device)
     ddp = weft.torch.DistributedDataParallel(model, comm=comm)

@@ -99,6 +99,9 @@ def main():
         torch.cuda.set_device(device)
     else:
         comm, device = weft.init(backend=args.backend), torch.device("cpu")
+    launched = weft.launched_world_size()
+    if args.check and launched is not None and comm.size != launched:
+        sys.exit("check: the world has %d ranks, but the launcher started %d" % (comm.size, launched))
     torch.manual_seed(comm.rank)  # different on each rank: FSDP must broadcast rank 0's
     model = Transformer(args.vocab, args.dim, args.heads, args.layers, args.seq).to(device)
     nparams = sum(p.numel() for p in model.parameters())

@@ -13,7 +13,7 @@ weft.torch is imported lazily, so this package works without PyTorch.
 import ctypes
 
 from ._lib import WeftError
-from .comm import Communicator, init, init_in_process
+from .comm import Communicator, init, init_in_process, launched_world_size
 from .reducer import Reducer
 from .shard import ShardGroup, ShardSchedule
 from .stream import Stream

@@ -21,6 +21,7 @@ the same order; do not issue on one communicator from two threads at once.
 """
 
 import ctypes
+import os
 
 from . import _lib
 from ._tensors import MEMORY_KINDS, describe, keep_alive, op_code, stream_handle
@@ -155,14 +156,35 @@ def _device_ordinal(device):
     return index  # "cuda" without an index: weft chooses (local rank modulo device count)
 
 
+def launched_world_size():
+    """The number of ranks the launcher's variables say this job has, read in
+    the order weftCommInitWorld reads them (an MPI launcher, torchrun's
+    WORLD_SIZE, a Slurm step, WEFT_WORLD_SIZE), 1 with none of them, and None
+    when a launcher names no size (PMIx alone). A check that the world has it
+    catches a job that silently became one-rank worlds."""
+    env = os.environ
+    if any(v in env for v in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS",
+                              "MV2_COMM_WORLD_SIZE")):
+        for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"):
+            if env.get(v):
+                return int(env[v])
+        return None
+    for v in ("WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "WEFT_WORLD_SIZE"):
+        if env.get(v):
+            return int(env[v])
+    return 1
+
+
 def init(backend="auto", timeout_ms=0, device=None):
     """The world communicator (created on the first call, then the same one).
 
-    Under mpirun/srun it spans the job; otherwise it is a one-rank world.
+    It spans the job that launched the process (mpirun, torchrun, srun or
+    WEFT_RANK/WEFT_WORLD_SIZE/WEFT_ROOT; see weftCommInitWorld); alone it is a
+    one-rank world.
     backend="nccl", or a CUDA `device` (an ordinal, "cuda:N", a torch.device),
     makes it a CUDA communicator over NCCL on that device (without an index:
     the local rank modulo the node's device count). backend="ucx" moves host
-    memory over UCX instead of MPI (mpirun/srun still launch). Asking again
+    memory over UCX instead of MPI under mpirun (outside MPI it is UCX already). Asking again
     for a world of another backend, memory kind or device than the existing
     one is a ValueError."""
     global _world
