@@ -332,14 +332,14 @@ std::string CheckCase(Communicator& comm, const Case& c, uint64_t seed) {
     big.assign(std::max(in_elems, out_elems) * es + kGuardBytes, kPoison);
     switch (c.coll) {
       case Coll::kAllReduce: case Coll::kBroadcast: case Coll::kReduce:
-        if (has_input) std::memcpy(big.data(), in.data(), in.size());
+        if (has_input && !in.empty()) std::memcpy(big.data(), in.data(), in.size());
         break;
       case Coll::kReduceScatter: case Coll::kScatter:
-        std::memcpy(big.data(), in.data(), in.size());
+        if (!in.empty()) std::memcpy(big.data(), in.data(), in.size());
         out_offset = rr * c.count;
         break;
       case Coll::kAllGather: case Coll::kGather:
-        std::memcpy(big.data() + rr * c.count * es, in.data(), in.size());
+        if (!in.empty()) std::memcpy(big.data() + rr * c.count * es, in.data(), in.size());
         break;
       case Coll::kAllToAll: break;  // never in place
     }

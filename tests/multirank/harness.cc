@@ -15,6 +15,10 @@ namespace weft {
 namespace testing {
 
 void RunRanks(int nranks, const RankBody& body, std::chrono::seconds limit, CommOptions options) {
+  // Sanitized builds run several times slower (tools/sanitize sets it).
+  if (const char* scale = std::getenv("WEFT_TEST_LIMIT_SCALE"); scale != nullptr && std::atoi(scale) > 1) {
+    limit *= std::atoi(scale);
+  }
   auto comms = inproc::InitInProcess(nranks, options);
   ASSERT_TRUE(comms.ok()) << comms.status();
   std::vector<std::string> errors(static_cast<size_t>(nranks));

@@ -7,6 +7,7 @@
 // reported as a test failure. After `limit` the harness fails the test and
 // aborts every communicator (so blocked ranks return); if a rank still does
 // not return, it exits the process, since the thread cannot be reclaimed.
+// WEFT_TEST_LIMIT_SCALE=k multiplies the limit (sanitized builds).
 #ifndef WEFT_TESTS_MULTIRANK_HARNESS_H_
 #define WEFT_TESTS_MULTIRANK_HARNESS_H_
 
