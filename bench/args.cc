@@ -72,7 +72,7 @@ absl::Status Apply(int c, const char* arg, Options* o) {
       ASSIGN_OR_RETURN(long v, ParseInt(c == 't' ? "-t" : "-g", arg, 1, 1 << 20));
       if (v != 1) {
         return weft::InvalidArgument("-%c %ld: weft-bench runs one rank per process with one device; launch more "
-                                     "processes with mpirun -np", c, v);
+                                     "processes with mpirun -np or torchrun --nproc_per_node", c, v);
       }
       return absl::OkStatus();
     }
@@ -140,7 +140,8 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
 std::string Usage(const char* argv0) {
   return absl::StrFormat(
       "USAGE: %s <all_reduce|reduce_scatter|all_gather|broadcast|reduce|gather|scatter|alltoall|sendrecv> [flags]\n"
-      "  launched by mpirun/srun (one rank per process), or alone for one rank\n"
+      "  launched by mpirun, torchrun --no-python, srun or WEFT_RANK/WEFT_WORLD_SIZE/WEFT_ROOT (one rank per\n"
+      "  process), or alone for one rank\n"
       "  -b,--minbytes <size>      smallest size (K/M/G suffixes; default 32M)\n"
       "  -e,--maxbytes <size>      largest size (default 32M)\n"
       "  -i,--stepbytes <size>     increment when -f is 1 (default 1M)\n"
