@@ -102,6 +102,19 @@ TEST(Bootstrap, RanksGatherThroughTheRoot) {
   }
 }
 
+// A root on IPv6 loopback, as a launch naming "[::1]:port" serves one.
+TEST(Bootstrap, RanksGatherOverIpv6) {
+  absl::StatusOr<Endpoint> any = Resolve("::1", 1);
+  ASSERT_TRUE(any.ok()) << any.status();
+  reinterpret_cast<sockaddr_in6&>(any->addr).sin6_port = 0;
+  absl::StatusOr<Fd> l = Listen(*any, false);
+  if (!l.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << l.status();
+  UniqueId id{*LocalAddress(l->get()), RandomTag()};
+  ASSERT_TRUE(StartRoot(std::move(*l), id.root, id.tag, 20000).ok());
+  EXPECT_EQ(id.root.family(), AF_INET6);
+  for (const absl::Status& s : RunRanks(id, 3, 20000, GatherRanks)) EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(Bootstrap, MissingRankTimesOutOnEveryOtherRankNamingIt) {
   const int fds = OpenFds();
   absl::StatusOr<UniqueId> id = MakeUniqueId();
