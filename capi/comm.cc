@@ -25,7 +25,7 @@ namespace {
 
 absl::StatusOr<weftConfig_t> ReadConfig(const weftConfig_t* config) {
   weftConfig_t c = WEFT_CONFIG_INITIALIZER;
-  if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, sizeof(weftConfig_t), &c));
+  if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, &c));
   const int backend = EnumValue(c.backend), memory = EnumValue(c.memory);
   if (backend < 0 || backend >= weftNumBackends) {
     return InvalidArgument("config->backend = %d is not a weftBackend_t (expected 0..%d)", backend,
@@ -139,7 +139,7 @@ WEFT_API weftResult_t weftCommInitStore(weftComm_t* comm, int nranks, int rank, 
     if (rank < 0 || rank >= nranks) return weft::InvalidArgument("rank = %d is outside [0, nranks = %d)", rank, nranks);
     if (store == nullptr) return weft::InvalidArgument("store is NULL");
     weftStore_t st = WEFT_STORE_INITIALIZER;
-    RETURN_IF_ERROR(weft::capi::ReadSized("store", store, sizeof(weftStore_t), &st));
+    RETURN_IF_ERROR(weft::capi::ReadSized("store", store, &st));
     if (st.set == nullptr) return weft::InvalidArgument("store->set is NULL");
     if (st.get == nullptr) return weft::InvalidArgument("store->get is NULL");
     ASSIGN_OR_RETURN(const weftConfig_t c, weft::capi::ReadConfig(config));

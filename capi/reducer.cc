@@ -20,7 +20,7 @@ namespace {
 
 absl::StatusOr<shard::ReducerOptions> ReadReducerConfig(const weftReducerConfig_t* config) {
   weftReducerConfig_t c = WEFT_REDUCER_CONFIG_INITIALIZER;
-  if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, sizeof(weftReducerConfig_t), &c));
+  if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, &c));
   shard::ReducerOptions o;
   o.bucket_cap_bytes = c.bucket_cap_bytes;
   o.first_bucket_cap_bytes = c.first_bucket_cap_bytes;

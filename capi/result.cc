@@ -1,6 +1,9 @@
 #include "capi/result.h"
 
 #include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 #include "capi/export.h"
 #include "core/status.h"
@@ -38,19 +41,25 @@ weftResult_t Fail(const char* fn, const absl::Status& s) {
   return ToResult(s);
 }
 
-absl::Status ReadSized(const char* what, const void* in, size_t known_size, void* out) {
+absl::Status ReadSized(const char* what, const char* type, const void* in, const size_t* known, size_t nknown,
+                       size_t current_size, void* out) {
   size_t caller_size;
   std::memcpy(&caller_size, in, sizeof(size_t));
-  if (caller_size < sizeof(size_t)) {
-    return InvalidArgument("%s->size = %zu: initialise the struct with its _INITIALIZER macro", what, caller_size);
+  for (size_t i = 0; i < nknown; ++i) {
+    if (caller_size == known[i]) {
+      std::memcpy(out, in, caller_size);
+      std::memcpy(out, &current_size, sizeof(size_t));
+      return absl::OkStatus();
+    }
   }
-  if (caller_size > known_size) {
-    return InvalidArgument("%s->size = %zu is larger than this libweft's %zu: the caller was built against a "
-                           "newer weft.h than the library loaded", what, caller_size, known_size);
+  std::string sizes;
+  for (size_t i = 0; i < nknown; ++i) absl::StrAppend(&sizes, i == 0 ? "" : ", ", known[i]);
+  if (caller_size > current_size) {
+    return InvalidArgument("%s->size = %zu is larger than any size of %s this libweft knows (%s): the caller was "
+                           "built against a newer weft.h than the library loaded", what, caller_size, type, sizes);
   }
-  std::memcpy(out, in, caller_size);
-  std::memcpy(out, &known_size, sizeof(size_t));
-  return absl::OkStatus();
+  return InvalidArgument("%s->size = %zu is not a size %s has had (%s): initialise the struct with its "
+                         "_INITIALIZER macro", what, caller_size, type, sizes);
 }
 
 }  // namespace capi

@@ -56,11 +56,52 @@ int EnumValue(const E& e) {
   return v;
 }
 
-// Reads a caller's extensible struct (size-stamped, weft.h "Extensible
-// structs") into `out`, which holds the defaults: copies the first
-// caller_size bytes. Refuses a size of 0, one smaller than the size field,
-// and one larger than this library knows.
-absl::Status ReadSized(const char* what, const void* in, size_t known_size, void* out);
+// Every size a versioned struct (weft/types.h, "Structs") has had in a
+// weft header, oldest first; the last is sizeof in this one. A field
+// appended to a struct appends the new size here, and to tests/abi's frozen
+// sizes.
+template <typename T>
+struct SizedStruct;
+template <>
+struct SizedStruct<weftConfig_t> {
+  static constexpr const char* kName = "weftConfig_t";
+  static constexpr size_t kSizes[] = {32, 40};
+};
+template <>
+struct SizedStruct<weftStore_t> {
+  static constexpr const char* kName = "weftStore_t";
+  static constexpr size_t kSizes[] = {32};
+};
+template <>
+struct SizedStruct<weftReducerConfig_t> {
+  static constexpr const char* kName = "weftReducerConfig_t";
+  static constexpr size_t kSizes[] = {56};
+};
+template <>
+struct SizedStruct<weftShardGroupConfig_t> {
+  static constexpr const char* kName = "weftShardGroupConfig_t";
+  static constexpr size_t kSizes[] = {24};
+};
+template <>
+struct SizedStruct<weftShardScheduleConfig_t> {
+  static constexpr const char* kName = "weftShardScheduleConfig_t";
+  static constexpr size_t kSizes[] = {40, 48};
+};
+
+// Reads a caller's versioned struct of one of `known` sizes into `out`,
+// which holds the defaults: copies the first caller_size bytes, then sets
+// out's size to the current one. Any other size (0 included) is refused,
+// naming `what`, the struct, the size given and the sizes known.
+absl::Status ReadSized(const char* what, const char* type, const void* in, const size_t* known, size_t nknown,
+                       size_t current_size, void* out);
+
+template <typename T>
+absl::Status ReadSized(const char* what, const T* in, T* out) {
+  using S = SizedStruct<T>;
+  constexpr size_t n = sizeof(S::kSizes) / sizeof(S::kSizes[0]);
+  static_assert(S::kSizes[n - 1] == sizeof(T), "a versioned struct changed size: append its new size to kSizes");
+  return ReadSized(what, S::kName, in, S::kSizes, n, sizeof(T), out);
+}
 
 }  // namespace capi
 }  // namespace weft

@@ -24,7 +24,7 @@ absl::Status CheckCount(const char* what, int n, const ShardGroup& g) {
 
 absl::StatusOr<shard::ShardGroupOptions> ReadGroupConfig(const weftShardGroupConfig_t* config) {
   weftShardGroupConfig_t c = WEFT_SHARD_GROUP_CONFIG_INITIALIZER;
-  if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, sizeof(c), &c));
+  if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, &c));
   const int layout = EnumValue(c.layout), reduction = EnumValue(c.reduction);
   const int param_dtype = EnumValue(c.param_dtype), reduce_dtype = EnumValue(c.reduce_dtype);
   if (layout < 0 || layout >= weftNumShardLayouts) {

@@ -34,7 +34,7 @@ absl::StatusOr<weftShardSchedule*> GetSchedule(weftShardSchedule_t s) {
 
 absl::StatusOr<weftShardScheduleConfig_t> ReadScheduleConfig(const weftShardScheduleConfig_t* config) {
   weftShardScheduleConfig_t c = WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER;
-  if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, sizeof(c), &c));
+  if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, &c));
   if (c.reshard_after_forward != 0 && c.reshard_after_forward != 1) {
     return InvalidArgument("config->reshard_after_forward = %d (expected 0 or 1)", c.reshard_after_forward);
   }

@@ -6,19 +6,21 @@ A ctypes binding of libweft (no compiled extension):
     comm = weft.init()                       # the world communicator
     comm.all_reduce(x, op="avg")             # torch tensors or numpy arrays
     model = weft.torch.DistributedDataParallel(model)   # PyTorch adapter
+    weft.kernels.flatten(grads, bucket)      # fused multi-tensor kernels on host memory
 
 weft.torch is imported lazily, so this package works without PyTorch.
 """
 
 import ctypes
 
+from . import kernels
 from ._lib import WeftError
 from .comm import Communicator, init, init_in_process, launched_world_size
 from .reducer import Reducer
 from .shard import ShardGroup, ShardSchedule
 from .stream import Stream
 
-__all__ = ["Communicator", "Reducer", "ShardGroup", "ShardSchedule", "Stream", "WeftError", "init",
+__all__ = ["Communicator", "kernels", "Reducer", "ShardGroup", "ShardSchedule", "Stream", "WeftError", "init",
            "init_in_process", "library_version"]
 
 

@@ -1,4 +1,5 @@
-"""Loads libweft.so and declares the C ABI (include/weft/weft.h) for ctypes.
+"""Loads libweft.so and declares the C ABI (include/weft/*.h) for ctypes: every struct and
+function the package uses is declared here, once.
 
 The library is looked for, in order:
   1. $WEFT_LIBRARY (a path to the .so; when set, nothing else is tried);
@@ -106,68 +107,167 @@ class Struct(ctypes.Structure):
         super().__setattr__(name, value)
 
 
+# ---------------------------------------------------------------- structs
+# Versioned structs (weft/types.h, "Structs") carry their size in `size`; each
+# mirrors its C struct field for field, reserved fields included, so that size
+# is the current one.
+
 class Config(Struct):
-    """weftConfig_t."""
+    """weftConfig_t (versioned)."""
     _fields_ = [("size", ctypes.c_size_t), ("backend", ctypes.c_int), ("memory", ctypes.c_int),
-                ("timeout_ms", ctypes.c_int), ("cuda_device", ctypes.c_int), ("segment_bytes", ctypes.c_size_t)]
+                ("timeout_ms", ctypes.c_int), ("cuda_device", ctypes.c_int), ("segment_bytes", ctypes.c_size_t),
+                ("bootstrap_timeout_ms", ctypes.c_int), ("reserved0", ctypes.c_int)]
 
     def __init__(self, backend=0, timeout_ms=0, memory=0, cuda_device=-1):
         super().__init__(ctypes.sizeof(Config), backend, memory, checked_int(timeout_ms, ctypes.c_int, "timeout_ms"),
-                         cuda_device, 0)
+                         cuda_device, 0, 0, 0)
 
 
 class Tensor(Struct):
-    """weftTensor_t."""
+    """weftTensor_t (plain)."""
     _fields_ = [("data", ctypes.c_void_p), ("count", ctypes.c_size_t), ("dtype", ctypes.c_int)]
 
 
+# WEFT_REDUCER_CONFIG_INITIALIZER's values: the one place Python spells them.
+REDUCER_DEFAULTS = {"bucket_cap_bytes": 25 << 20, "first_bucket_cap_bytes": 1 << 20, "comm_dtype": -1,
+                    "find_unused": 0, "static_graph": 0, "rebuild_buckets": 1, "gradient_as_bucket_view": 0}
+
+
 class ReducerConfig(Struct):
-    """weftReducerConfig_t; defaults are WEFT_REDUCER_CONFIG_INITIALIZER's."""
+    """weftReducerConfig_t (versioned); defaults are REDUCER_DEFAULTS."""
     _fields_ = [("size", ctypes.c_size_t), ("bucket_cap_bytes", ctypes.c_size_t),
                 ("first_bucket_cap_bytes", ctypes.c_size_t), ("comm_dtype", ctypes.c_int),
                 ("find_unused", ctypes.c_int), ("static_graph", ctypes.c_int), ("rebuild_buckets", ctypes.c_int),
                 ("gradient_as_bucket_view", ctypes.c_int), ("names", ctypes.POINTER(ctypes.c_char_p))]
 
     def __init__(self):
-        super().__init__(ctypes.sizeof(ReducerConfig), 25 << 20, 1 << 20, -1, 0, 0, 1, 0, None)
+        super().__init__(size=ctypes.sizeof(ReducerConfig), names=None, **REDUCER_DEFAULTS)
 
 
-_H = ctypes.c_void_p  # every opaque handle
-_SIGNATURES = {
-    "weftGetVersion": [c_int_p],
-    "weftCommInitWorld": [c_void_pp, ctypes.POINTER(Config)],
-    "weftCommInitInProcess": [c_void_pp, ctypes.c_int, ctypes.POINTER(Config)],
-    "weftCommSplit": [_H, ctypes.c_int, ctypes.c_int, c_void_pp],
-    "weftCommCount": [_H, c_int_p],
-    "weftCommUserRank": [_H, c_int_p],
-    "weftCommGetBackend": [_H, c_int_p],
-    "weftCommGetMemoryKind": [_H, c_int_p],
-    "weftCommGetCudaDevice": [_H, c_int_p],
-    "weftCommGetAsyncError": [_H, c_int_p],
-    "weftCommAbort": [_H],
-    "weftCommDestroy": [_H],
-    "weftAllReduce": [_H, _H, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, _H, _H],
-    "weftReduceScatter": [_H, _H, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, _H, _H],
-    "weftAllGather": [_H, _H, ctypes.c_size_t, ctypes.c_int, _H, _H],
-    "weftBroadcast": [_H, _H, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, _H, _H],
-    "weftBarrier": [_H],
-    "weftReducerCreate": [_H, ctypes.POINTER(Tensor), ctypes.c_int, ctypes.POINTER(ReducerConfig), c_void_pp],
-    "weftReducerMarkReady": [_H, ctypes.c_int, _H, _H],
-    "weftReducerMarkUnused": [_H, ctypes.c_int],
-    "weftReducerFinalize": [_H, _H],
-    "weftReducerSetSync": [_H, ctypes.c_int],
-    "weftReducerDestroy": [_H],
-    "weftReducerGetGradSlot": [_H, ctypes.c_int, c_void_pp, c_int_p],
-    "weftReducerGetBucketCount": [_H, c_int_p],
-    "weftReducerGetLayoutVersion": [_H, c_int_p],
-    "weftReducerGetGradUsed": [_H, ctypes.c_int, c_int_p],
+MAX_DIMS = 8  # WEFT_MAX_DIMS
+
+
+class ParamDesc(Struct):
+    """weftParamDesc_t (plain)."""
+    _fields_ = [("name", ctypes.c_char_p), ("ndim", ctypes.c_int), ("shape", ctypes.c_int64 * MAX_DIMS)]
+
+
+class ShardGroupConfig(Struct):
+    """weftShardGroupConfig_t (versioned)."""
+    _fields_ = [("size", ctypes.c_size_t), ("layout", ctypes.c_int), ("param_dtype", ctypes.c_int),
+                ("reduce_dtype", ctypes.c_int), ("reduction", ctypes.c_int)]
+
+
+class ShardDesc(ctypes.Structure):
+    """weftShardDesc_t (plain, written by weft)."""
+    _fields_ = [("param_offset", ctypes.c_size_t), ("length", ctypes.c_size_t), ("shard_offset", ctypes.c_size_t)]
+
+
+class ShardMemory(ctypes.Structure):
+    """weftShardMemory_t (plain, written by weft)."""
+    _fields_ = [(n, ctypes.c_size_t) for n in ("shard_bytes", "grad_shard_bytes", "unsharded_bytes",
+                                                "pool_live_bytes", "pool_cached_bytes", "pool_peak_bytes")]
+
+
+ShardAcquireFn = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+ShardReleaseFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class ScheduleConfig(Struct):
+    """weftShardScheduleConfig_t (versioned)."""
+    _fields_ = [("size", ctypes.c_size_t), ("reshard_after_forward", ctypes.c_int), ("prefetch", ctypes.c_int),
+                ("acquire", ShardAcquireFn), ("release", ShardReleaseFn), ("user", ctypes.c_void_p),
+                ("memory", ctypes.c_int), ("reserved0", ctypes.c_int)]
+
+
+# ---------------------------------------------------------------- functions
+# Every weft* function this package calls, as (restype, argtypes): the one
+# place the package declares the C ABI (tests/python/test_bindings.py checks
+# it against the headers and the package's calls).
+_I, _SZ, _F = ctypes.c_int, ctypes.c_size_t, ctypes.c_float
+_H = ctypes.c_void_p  # every opaque handle, and void* buffers and streams
+_R = ctypes.c_int     # weftResult_t
+_size_p = ctypes.POINTER(ctypes.c_size_t)
+_float_p = ctypes.POINTER(ctypes.c_float)
+_float_pp = ctypes.POINTER(_float_p)
+_tensor_p = ctypes.POINTER(Tensor)
+SIGNATURES = {
+    # weft/types.h
+    "weftGetVersion": (_R, [c_int_p]),
+    "weftGetLastError": (ctypes.c_char_p, []),
+    # weft/comm.h
+    "weftCommInitWorld": (_R, [c_void_pp, ctypes.POINTER(Config)]),
+    "weftCommInitInProcess": (_R, [c_void_pp, _I, ctypes.POINTER(Config)]),
+    "weftCommSplit": (_R, [_H, _I, _I, c_void_pp]),
+    "weftCommCount": (_R, [_H, c_int_p]),
+    "weftCommUserRank": (_R, [_H, c_int_p]),
+    "weftCommGetBackend": (_R, [_H, c_int_p]),
+    "weftCommGetMemoryKind": (_R, [_H, c_int_p]),
+    "weftCommGetCudaDevice": (_R, [_H, c_int_p]),
+    "weftCommGetAsyncError": (_R, [_H, c_int_p]),
+    "weftCommDestroy": (_R, [_H]),
+    # weft/stream.h
+    "weftStreamCreate": (_R, [c_void_pp]),
+    "weftStreamSynchronize": (_R, [_H]),
+    "weftStreamQuery": (_R, [_H]),
+    "weftStreamDestroy": (_R, [_H]),
+    # weft/collectives.h
+    "weftAllReduce": (_R, [_H, _H, _SZ, _I, _I, _H, _H]),
+    "weftReduceScatter": (_R, [_H, _H, _SZ, _I, _I, _H, _H]),
+    "weftAllGather": (_R, [_H, _H, _SZ, _I, _H, _H]),
+    "weftBroadcast": (_R, [_H, _H, _SZ, _I, _I, _H, _H]),
+    "weftBarrier": (_R, [_H]),
+    # weft/kernels.h
+    "weftFlatten": (_R, [_tensor_p, _I, _H, _I, _size_p, _F, _H]),
+    "weftUnflatten": (_R, [_H, _I, _size_p, _tensor_p, _I, _F, _I, _H]),
+    "weftUnscaleCheckFinite": (_R, [_tensor_p, _I, _F, c_int_p, _H]),
+    "weftL2Norm": (_R, [_tensor_p, _I, _float_p, _float_p, _H]),
+    "weftChunkCat": (_R, [_tensor_p, _I, _I, _size_p, _H, _I, _F, _H]),
+    "weftChunkSplit": (_R, [_H, _I, _I, _size_p, _tensor_p, _I, _F, _I, _H]),
+    # weft/reducer.h
+    "weftReducerCreate": (_R, [_H, _tensor_p, _I, ctypes.POINTER(ReducerConfig), c_void_pp]),
+    "weftReducerMarkReady": (_R, [_H, _I, _H, _H]),
+    "weftReducerMarkUnused": (_R, [_H, _I]),
+    "weftReducerFinalize": (_R, [_H, _H]),
+    "weftReducerSetSync": (_R, [_H, _I]),
+    "weftReducerDestroy": (_R, [_H]),
+    "weftReducerGetGradSlot": (_R, [_H, _I, c_void_pp, c_int_p]),
+    "weftReducerGetBucketCount": (_R, [_H, c_int_p]),
+    "weftReducerGetLayoutVersion": (_R, [_H, c_int_p]),
+    "weftReducerGetGradUsed": (_R, [_H, _I, c_int_p]),
+    # weft/shard.h: shard groups
+    "weftShardGroupCreate": (_R, [_H, _H, ctypes.POINTER(ParamDesc), _I, ctypes.POINTER(ShardGroupConfig),
+                                  c_void_pp]),
+    "weftShardGroupDestroy": (_R, [_H]),
+    "weftShardGroupGetShard": (_R, [_H, _I, ctypes.POINTER(ShardDesc)]),
+    "weftShardGroupGetBuffers": (_R, [_H, _float_pp, _float_pp, _size_p]),
+    "weftShardGroupLoadFull": (_R, [_H, ctypes.POINTER(_H), _I]),
+    "weftShardGroupUnshardInto": (_R, [_H, _H, _H]),
+    "weftShardGroupGetFullLayout": (_R, [_H, _size_p, _size_p, _I]),
+    "weftShardGroupReduceGrads": (_R, [_H, _tensor_p, _I, _H]),
+    "weftShardGroupZeroGrads": (_R, [_H]),
+    "weftShardGroupGatherFull": (_R, [_H, _I, ctypes.POINTER(_H), _I]),
+    "weftShardGroupScatterFull": (_R, [_H, _I, ctypes.POINTER(_H), _I]),
+    "weftShardGroupGetMemory": (_R, [_H, ctypes.POINTER(ShardMemory)]),
+    "weftShardGroupGatherFullFrom": (_R, [_H, _H, _I, ctypes.POINTER(_H), _I]),
+    "weftShardGroupScatterFullInto": (_R, [_H, _I, ctypes.POINTER(_H), _I, _H]),
+    # weft/shard.h: the shard schedule
+    "weftShardScheduleCreate": (_R, [_H, ctypes.POINTER(ScheduleConfig), c_void_pp]),
+    "weftShardScheduleDestroy": (_R, [_H]),
+    "weftShardScheduleDeclareOrder": (_R, [_H, ctypes.POINTER(_H), _I]),
+    "weftShardScheduleSetReshardAfterForward": (_R, [_H, _H, _I]),
+    "weftShardScheduleBeginStep": (_R, [_H]),
+    "weftShardSchedulePreForward": (_R, [_H, _H]),
+    "weftShardSchedulePostForward": (_R, [_H, _H]),
+    "weftShardSchedulePreBackward": (_R, [_H, _H]),
+    "weftShardSchedulePostBackward": (_R, [_H, _H, _tensor_p, _I]),
+    "weftShardScheduleEndStep": (_R, [_H]),
+    "weftShardScheduleGetState": (_R, [_H, c_int_p, c_int_p, c_int_p]),
 }
-for _name, _args in _SIGNATURES.items():
+for _name, (_restype, _args) in SIGNATURES.items():
     _fn = getattr(lib, _name)
+    _fn.restype = _restype
     _fn.argtypes = _args
-    _fn.restype = ctypes.c_int
-lib.weftGetLastError.argtypes = []
-lib.weftGetLastError.restype = ctypes.c_char_p
 
 
 def check(code):
@@ -177,8 +277,11 @@ def check(code):
 
 
 def call(name, *args):
+    """Calls weft function `name` (declared in SIGNATURES) with checked integer arguments; raises WeftError."""
+    if name not in SIGNATURES:
+        raise AttributeError("weft: %s is not declared in weft._lib.SIGNATURES" % name)
     fn = getattr(lib, name)
-    types = fn.argtypes or ()
+    types = fn.argtypes
     args = [checked_int(a, t, "%s argument %d" % (name, i + 1)) for i, (a, t) in enumerate(zip(args, types))] + \
         list(args[len(types):])
     check(fn(*args))

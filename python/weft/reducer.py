@@ -21,17 +21,20 @@ COMM_DTYPES = {None: -1, "float16": 1, "bfloat16": 2}
 
 
 class Reducer:
-    def __init__(self, comm, grads, names=None, bucket_cap_bytes=25 << 20, first_bucket_cap_bytes=1 << 20,
+    def __init__(self, comm, grads, names=None, bucket_cap_bytes=None, first_bucket_cap_bytes=None,
                  comm_dtype=None, find_unused=False, static_graph=False, rebuild_buckets=True,
                  gradient_as_bucket_view=False):
-        """Collective over comm. grads: (count, dtype) pairs; dtype a torch or numpy dtype or a name."""
+        """Collective over comm. grads: (count, dtype) pairs; dtype a torch or numpy dtype or a name.
+        bucket_cap_bytes, first_bucket_cap_bytes: None for weft's defaults (_lib.REDUCER_DEFAULTS: 25 MiB, 1 MiB)."""
         n = len(grads)
         specs = (_lib.Tensor * max(n, 1))()
         for i, (count, dtype) in enumerate(grads):
             specs[i] = _lib.Tensor(None, count, dtype_code(dtype))
         cfg = _lib.ReducerConfig()
-        cfg.bucket_cap_bytes = int(bucket_cap_bytes)
-        cfg.first_bucket_cap_bytes = int(first_bucket_cap_bytes)
+        if bucket_cap_bytes is not None:
+            cfg.bucket_cap_bytes = int(bucket_cap_bytes)
+        if first_bucket_cap_bytes is not None:
+            cfg.first_bucket_cap_bytes = int(first_bucket_cap_bytes)
         cfg.comm_dtype = COMM_DTYPES[comm_dtype]
         cfg.find_unused = int(find_unused)
         cfg.static_graph = int(static_graph)

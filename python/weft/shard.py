@@ -22,68 +22,13 @@ import ctypes
 from . import _lib
 from ._tensors import MEMORY_KINDS, describe, dtype_code, keep_alive, stream_handle
 
-MAX_DIMS = 8
+# The structs are declared with the functions, in _lib; their names stay importable from here.
+MAX_DIMS, ParamDesc, ShardGroupConfig, ShardDesc, ShardMemory, ScheduleConfig = (
+    _lib.MAX_DIMS, _lib.ParamDesc, _lib.ShardGroupConfig, _lib.ShardDesc, _lib.ShardMemory, _lib.ScheduleConfig)
+_ACQUIRE, _RELEASE = _lib.ShardAcquireFn, _lib.ShardReleaseFn
+_H = _P = ctypes.c_void_p
 LAYOUTS = {"flat": 0, "per_param": 1}
 REDUCTIONS = {"reduce_scatter": 0, "all_reduce": 1}
-
-
-class ParamDesc(_lib.Struct):
-    """weftParamDesc_t."""
-    _fields_ = [("name", ctypes.c_char_p), ("ndim", ctypes.c_int), ("shape", ctypes.c_int64 * MAX_DIMS)]
-
-
-class ShardGroupConfig(_lib.Struct):
-    """weftShardGroupConfig_t."""
-    _fields_ = [("size", ctypes.c_size_t), ("layout", ctypes.c_int), ("param_dtype", ctypes.c_int),
-                ("reduce_dtype", ctypes.c_int), ("reduction", ctypes.c_int)]
-
-
-class ShardDesc(ctypes.Structure):
-    """weftShardDesc_t."""
-    _fields_ = [("param_offset", ctypes.c_size_t), ("length", ctypes.c_size_t), ("shard_offset", ctypes.c_size_t)]
-
-
-class ShardMemory(ctypes.Structure):
-    """weftShardMemory_t."""
-    _fields_ = [(n, ctypes.c_size_t) for n in ("shard_bytes", "grad_shard_bytes", "unsharded_bytes",
-                                                "pool_live_bytes", "pool_cached_bytes", "pool_peak_bytes")]
-
-
-_H, _P = ctypes.c_void_p, ctypes.c_void_p
-_size_p = ctypes.POINTER(ctypes.c_size_t)
-_float_pp = ctypes.POINTER(ctypes.POINTER(ctypes.c_float))
-for _name, _args in {
-        "weftShardGroupCreate": [_H, _H, ctypes.POINTER(ParamDesc), ctypes.c_int, ctypes.POINTER(ShardGroupConfig),
-                                 _lib.c_void_pp],
-        "weftShardGroupDestroy": [_H],
-        "weftShardGroupGetShard": [_H, ctypes.c_int, ctypes.POINTER(ShardDesc)],
-        "weftShardGroupGetBuffers": [_H, _float_pp, _float_pp, _size_p],
-        "weftShardGroupLoadFull": [_H, ctypes.POINTER(_P), ctypes.c_int],
-        "weftShardGroupUnshard": [_H, _H],
-        "weftShardGroupUnshardInto": [_H, _P, _H],
-        "weftShardGroupGetFullLayout": [_H, _size_p, _size_p, ctypes.c_int],
-        "weftShardGroupGetFullParam": [_H, ctypes.c_int, _lib.c_void_pp],
-        "weftShardGroupReshard": [_H],
-        "weftShardGroupReduceGrads": [_H, ctypes.POINTER(_lib.Tensor), ctypes.c_int, _H],
-        "weftShardGroupZeroGrads": [_H],
-        "weftShardGroupGatherFull": [_H, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int],
-        "weftShardGroupScatterFull": [_H, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int],
-        "weftShardGroupGetMemory": [_H, ctypes.POINTER(ShardMemory)],
-        "weftShardGroupGatherFullFrom": [_H, _P, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int],
-        "weftShardGroupScatterFullInto": [_H, ctypes.c_int, ctypes.POINTER(_P), ctypes.c_int, _P],
-        "weftShardScheduleCreate": [_H, ctypes.c_void_p, _lib.c_void_pp],
-        "weftShardScheduleDestroy": [_H],
-        "weftShardScheduleDeclareOrder": [_H, ctypes.POINTER(_H), ctypes.c_int],
-        "weftShardScheduleBeginStep": [_H],
-        "weftShardSchedulePreForward": [_H, _H],
-        "weftShardSchedulePostForward": [_H, _H],
-        "weftShardSchedulePreBackward": [_H, _H],
-        "weftShardSchedulePostBackward": [_H, _H, ctypes.POINTER(_lib.Tensor), ctypes.c_int],
-        "weftShardScheduleEndStep": [_H],
-        "weftShardScheduleGetState": [_H, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
-                                      ctypes.POINTER(ctypes.c_int)]}.items():
-    getattr(_lib.lib, _name).argtypes = _args
-    getattr(_lib.lib, _name).restype = ctypes.c_int
 
 
 class ShardGroup:
@@ -217,16 +162,6 @@ class ShardGroup:
             self.destroy()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
-
-
-_ACQUIRE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
-_RELEASE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-
-
-class ScheduleConfig(_lib.Struct):
-    """weftShardScheduleConfig_t."""
-    _fields_ = [("size", ctypes.c_size_t), ("reshard_after_forward", ctypes.c_int), ("prefetch", ctypes.c_int),
-                ("acquire", _ACQUIRE), ("release", _RELEASE), ("user", ctypes.c_void_p), ("memory", ctypes.c_int)]
 
 
 class ShardSchedule:

@@ -11,11 +11,6 @@ import ctypes
 
 from . import _lib
 
-for _name, _args in {"weftStreamCreate": [_lib.c_void_pp], "weftStreamSynchronize": [ctypes.c_void_p],
-                     "weftStreamQuery": [ctypes.c_void_p], "weftStreamDestroy": [ctypes.c_void_p]}.items():
-    getattr(_lib.lib, _name).argtypes = _args
-    getattr(_lib.lib, _name).restype = ctypes.c_int
-
 
 class Stream:
     def __init__(self):
@@ -41,7 +36,7 @@ class Stream:
 
     def query(self):
         """True when everything enqueued has run."""
-        code = _lib.lib.weftStreamQuery(self.handle)
+        code = _lib.lib.weftStreamQuery(self.handle)  # weftInProgress is not an error
         if code == _lib.IN_PROGRESS:
             return False
         self._held = []

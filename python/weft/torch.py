@@ -40,10 +40,15 @@ _COMM_DTYPES = {None: None, torch.float16: "float16", torch.bfloat16: "bfloat16"
                 "float16": "float16", "bfloat16": "bfloat16"}
 
 
+def _mib(mb):
+    """Bytes of `mb` MiB; None (weft's default) stays None."""
+    return None if mb is None else int(mb * (1 << 20))
+
+
 class DistributedDataParallel(torch.nn.Module):
-    def __init__(self, module, comm=None, bucket_cap_mb=25, find_unused_parameters=False,
+    def __init__(self, module, comm=None, bucket_cap_mb=None, find_unused_parameters=False,
                  gradient_as_bucket_view=False, static_graph=False, broadcast_buffers=True,
-                 comm_dtype=None, first_bucket_cap_mb=1):
+                 comm_dtype=None, first_bucket_cap_mb=None):
         super().__init__()
         self.module = module
         self.broadcast_buffers = broadcast_buffers
@@ -67,7 +72,7 @@ class DistributedDataParallel(torch.nn.Module):
             self._sync_buffers()
         self.reducer = Reducer(
             self.comm, [(p.numel(), p.dtype) for p in self._params], names=names,
-            bucket_cap_bytes=int(bucket_cap_mb * (1 << 20)), first_bucket_cap_bytes=int(first_bucket_cap_mb * (1 << 20)),
+            bucket_cap_bytes=_mib(bucket_cap_mb), first_bucket_cap_bytes=_mib(first_bucket_cap_mb),
             comm_dtype=_COMM_DTYPES[comm_dtype], find_unused=find_unused_parameters, static_graph=static_graph,
             gradient_as_bucket_view=gradient_as_bucket_view)
         self._require_sync = True

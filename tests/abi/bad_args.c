@@ -6,6 +6,7 @@
  * out-of-bounds access, no loop over 2^64 elements). Also freezes the ABI's
  * sizes and values. */
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,24 @@ typedef char check_shard_config_size[sizeof(weftShardGroupConfig_t) == 24 ? 1 : 
 typedef char check_param_desc_size[sizeof(weftParamDesc_t) == 80 ? 1 : -1];
 typedef char check_tensor_size[sizeof(weftTensor_t) == 24 ? 1 : -1];
 typedef char check_schedule_config_size[sizeof(weftShardScheduleConfig_t) == 48 ? 1 : -1];
+typedef char check_store_size[sizeof(weftStore_t) == 32 ? 1 : -1];
+typedef char check_reducer_config_size[sizeof(weftReducerConfig_t) == 56 ? 1 : -1];
+typedef char check_unique_id_size[sizeof(weftUniqueId) == WEFT_UNIQUE_ID_BYTES ? 1 : -1];
+/* Versioned structs end without tail padding, so a field appended to one
+ * makes it larger and its size stamp names one version (weft/types.h). */
+#define ENDS_FLUSH(T, last) (offsetof(T, last) + sizeof(((T*)0)->last) == sizeof(T))
+typedef char check_config_tail[ENDS_FLUSH(weftConfig_t, reserved0) ? 1 : -1];
+typedef char check_store_tail[ENDS_FLUSH(weftStore_t, get) ? 1 : -1];
+typedef char check_reducer_config_tail[ENDS_FLUSH(weftReducerConfig_t, names) ? 1 : -1];
+typedef char check_shard_config_tail[ENDS_FLUSH(weftShardGroupConfig_t, reduction) ? 1 : -1];
+typedef char check_schedule_config_tail[ENDS_FLUSH(weftShardScheduleConfig_t, reserved0) ? 1 : -1];
+/* The historical sizes weft still reads: the field each older version ended before. */
+typedef char check_config_v32[offsetof(weftConfig_t, bootstrap_timeout_ms) == 32 ? 1 : -1];
+typedef char check_schedule_v40[offsetof(weftShardScheduleConfig_t, memory) == 40 ? 1 : -1];
+/* Enum fields and arguments are 32-bit ints (weft/types.h). */
+typedef char check_enum_width[(sizeof(weftResult_t) == 4 && sizeof(weftDataType_t) == 4 && sizeof(weftRedOp_t) == 4 &&
+                               sizeof(weftBackend_t) == 4 && sizeof(weftMemoryKind_t) == 4 &&
+                               sizeof(weftShardLayout_t) == 4 && sizeof(weftGradReduction_t) == 4) ? 1 : -1];
 
 /* An acquire callback that has no memory to give. */
 static void* no_memory(void* user, weftShardGroup_t group, size_t bytes) {
@@ -83,6 +102,78 @@ static void shard_group_sizes(weftComm_t comm) {
     ++failures;
   } else {
     weftShardGroupDestroy(g);
+  }
+}
+
+/* Size stamps: exactly the sizes each versioned struct has had are read;
+ * any other is refused, naming the struct, the size and the sizes known. */
+static int fail_set(void* ctx, const char* key, const void* value, size_t len) {
+  (void)ctx;
+  (void)key;
+  (void)value;
+  (void)len;
+  return 1;
+}
+
+static int fail_get(void* ctx, const char* key, void* value, size_t cap, size_t* len, int timeout_ms) {
+  (void)ctx;
+  (void)key;
+  (void)value;
+  (void)cap;
+  (void)len;
+  (void)timeout_ms;
+  return 1;
+}
+
+static void size_stamps(weftComm_t comm) {
+  weftComm_t c = NULL;
+  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  cfg.backend = weftBackendInProcess;
+  cfg.size = 32; /* a caller built before bootstrap_timeout_ms: the rest is defaulted */
+  cfg.bootstrap_timeout_ms = -5;
+  EXPECT(weftCommInitWorld(&c, &cfg) == weftSuccess);
+  if (c != NULL) EXPECT(weftCommDestroy(c) == weftSuccess);
+  cfg.bootstrap_timeout_ms = 0;
+  cfg.size = 36;
+  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 36 is not a size weftConfig_t has had (32, 40)");
+  cfg.size = 16;
+  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 16 is not a size weftConfig_t has had (32, 40)");
+  cfg.size = 48;
+  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 48 is larger than any size of weftConfig_t");
+  {
+    weftStore_t st = WEFT_STORE_INITIALIZER;
+    st.set = fail_set;
+    st.get = fail_get;
+    st.size = 24;
+    FAILS(weftCommInitStore(&c, 1, 0, &st, "p", NULL), weftInvalidArgument,
+          "store->size = 24 is not a size weftStore_t has had (32)");
+  }
+  {
+    weftReducerConfig_t rc = WEFT_REDUCER_CONFIG_INITIALIZER;
+    weftTensor_t g = {NULL, 4, weftFloat32};
+    weftReducer_t red = NULL;
+    rc.size = 48;
+    FAILS(weftReducerCreate(comm, &g, 1, &rc, &red), weftInvalidArgument,
+          "config->size = 48 is not a size weftReducerConfig_t has had (56)");
+  }
+  {
+    weftShardGroupConfig_t gc = WEFT_SHARD_GROUP_CONFIG_INITIALIZER;
+    weftParamDesc_t ok = {"ok", 1, {8}};
+    weftShardGroup_t g = NULL;
+    gc.size = 20;
+    FAILS(weftShardGroupCreate(comm, NULL, &ok, 1, &gc, &g), weftInvalidArgument,
+          "config->size = 20 is not a size weftShardGroupConfig_t has had (24)");
+  }
+  {
+    weftShardScheduleConfig_t qc = WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER;
+    weftShardSchedule_t s = NULL;
+    qc.size = 44;
+    FAILS(weftShardScheduleCreate(NULL, &qc, &s), weftInvalidArgument,
+          "config->size = 44 is not a size weftShardScheduleConfig_t has had (40, 48)");
+    qc.size = 40; /* a caller built before `memory`: host memory */
+    qc.memory = weftMemoryCuda;
+    EXPECT(weftShardScheduleCreate(NULL, &qc, &s) == weftSuccess && s != NULL);
+    if (s != NULL) EXPECT(weftShardScheduleDestroy(s) == weftSuccess);
   }
 }
 
@@ -456,6 +547,7 @@ int main(void) {
   }
 
   shard_group_sizes(comm);
+  size_stamps(comm);
   kernel_sizes();
   enum_values(comm);
 

@@ -2,7 +2,7 @@
 # A framework backend builds against an installed weft with pkg-config alone:
 #   cc app.c $(pkg-config --cflags --libs weft)
 set -eu
-build="$1"; src="$2"
+build="$1"; src="$2"; headers="$3"
 dest=$(mktemp -d)
 trap 'rm -rf "$dest"' EXIT
 meson install -C "$build" --destdir "$dest" --quiet >/dev/null
@@ -11,6 +11,10 @@ libdir=$(meson introspect "$build" --buildoptions | /usr/bin/python3 -c 'import 
 pc=$(find "$dest" -name weft.pc | head -1)
 [ -n "$pc" ] || { echo "install.sh: weft.pc was not installed"; exit 1; }
 export PKG_CONFIG_PATH=$(dirname "$pc")
+# Every public header is installed, under weft/.
+for h in "$headers"/*.h; do
+  [ -f "$dest$prefix/include/weft/$(basename "$h")" ] || { echo "install.sh: weft/$(basename "$h") was not installed"; exit 1; }
+done
 # The .pc file names the final prefix; point it into the staging directory.
 flags=$(pkg-config --define-variable=prefix="$dest$prefix" --cflags --libs weft)
 cc -std=c99 -Wall -Wextra -Werror -o "$dest/app" "$src" $flags

@@ -62,13 +62,18 @@ TEST(CApi, ConfigSizeStamp) {
   cfg.size = sizeof(weftConfig_t) + 8;
   EXPECT_EQ(weftCommInitWorld(&comm, &cfg), weftInvalidArgument);
   EXPECT_NE(LastError().find("newer weft.h"), std::string::npos) << LastError();
-  // An older caller that knows only size, backend and memory gets defaults for the rest.
+  // An older caller, built before bootstrap_timeout_ms, gets the default for it.
   cfg = WEFT_CONFIG_INITIALIZER;
-  cfg.size = offsetof(weftConfig_t, timeout_ms);
-  cfg.timeout_ms = -77;  // beyond the caller's size: must be ignored
+  cfg.size = offsetof(weftConfig_t, bootstrap_timeout_ms);
+  cfg.bootstrap_timeout_ms = -77;  // beyond the caller's size: must be ignored
   cfg.backend = weftBackendInProcess;
   ASSERT_EQ(weftCommInitWorld(&comm, &cfg), weftSuccess) << LastError();
   EXPECT_EQ(weftCommDestroy(comm), weftSuccess);
+  // A size no version of the struct had is refused, not read as a prefix.
+  cfg.size = offsetof(weftConfig_t, timeout_ms);
+  EXPECT_EQ(weftCommInitWorld(&comm, &cfg), weftInvalidArgument);
+  EXPECT_NE(LastError().find("config->size = 16 is not a size weftConfig_t has had (32, 40)"), std::string::npos)
+      << LastError();
   cfg = WEFT_CONFIG_INITIALIZER;
   cfg.backend = static_cast<weftBackend_t>(42);
   EXPECT_EQ(weftCommInitWorld(&comm, &cfg), weftInvalidArgument);
