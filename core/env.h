@@ -7,6 +7,12 @@
 //   WEFT_NUM_THREADS    host kernel thread pool size (0: hardware threads, at most 8)
 //   WEFT_SHM            1 (default): host ranks that share a node move data
 //                       through shared memory; 0: point-to-point only
+//   WEFT_CHECK_CALLS    1 (default): the MPI and UCX backends check before each
+//                       collective that every rank called the same one (kind,
+//                       dtype, count, op, root) and fail on every rank if not;
+//                       0: unchecked, which is unsafe: ranks that disagree may
+//                       get wrong elements or wait out the timeout. Must be the
+//                       same on every rank.
 //   WEFT_BOOTSTRAP_TIMEOUT_MS  how long forming a world may take (300000)
 //   WEFT_SOCKET_IFNAME  the interfaces the bootstrap root may listen on, as
 //                       NCCL_SOCKET_IFNAME: "eth,ib" prefixes, "^docker"
@@ -32,6 +38,7 @@ struct Env {
   size_t segment_bytes = 0;
   int num_threads = 0;
   bool shm = true;
+  bool check_calls = true;
   int bootstrap_timeout_ms = 300000;
   std::string socket_ifname;
   int socket_family = 0;  // 0: any; else AF_INET or AF_INET6

@@ -87,7 +87,7 @@ absl::Status MpiComm::AttachSharedMemory() {
 absl::StatusOr<std::unique_ptr<Communicator>> MpiComm::DoSplit(int color, int key) {
   // MPI_Comm_split blocks with no timeout; once every rank has passed this
   // barrier it cannot wait on a missing one.
-  RETURN_IF_ERROR(DoBarrier());
+  RETURN_IF_ERROR(SplitBarrier());
   MPI_Comm out = MPI_COMM_NULL;
   {
     CallLock lock;

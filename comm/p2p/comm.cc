@@ -1,5 +1,6 @@
 #include "comm/p2p/comm.h"
 
+#include "comm/p2p/check.h"
 #include "comm/p2p/exchange.h"
 #include "core/status.h"
 
@@ -14,7 +15,8 @@ constexpr size_t kMaxSegmentBytes = size_t{1} << 30;
 
 P2pComm::P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning)
     : Communicator(rank, size, options), tuning_(tuning),
-      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning.spin) {}
+      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning.spin), check_(CheckCalls()),
+      sent_(static_cast<size_t>(size)), received_(static_cast<size_t>(size)) {}
 
 P2pComm::~P2pComm() {
   if (broken()) static_cast<void>(scratch_.release());
@@ -57,6 +59,18 @@ size_t P2pComm::SegmentBytes() const {
   return s == 0 ? tuning_.segment_bytes : std::min(s, kMaxSegmentBytes);
 }
 
+absl::Status P2pComm::Check(const Call& call) {
+  if (!check_ || size() == 1) return absl::OkStatus();
+  if (shm_ != nullptr) return Settle(shm_->Check(call, Wait()));
+  return Settle(CheckCall(MakeEngine(), Stamp(call, checked_++)));
+}
+
+absl::Status P2pComm::SplitBarrier() {
+  RETURN_IF_ERROR(Usable());
+  if (!check_ || size() == 1) return DoBarrier();
+  return Check(MakeCall(CallKind::kSplit, DataType::kUint8, 0));  // a barrier too
+}
+
 Engine P2pComm::MakeEngine() {
   return {rank(), size(), SegmentBytes(), DirectBytes(), tuning_.window,
           [this](size_t bytes) { return Scratch(bytes); },
@@ -70,12 +84,14 @@ Engine P2pComm::MakeEngine() {
 absl::Status P2pComm::DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, void*) {
   RETURN_IF_ERROR(Usable());
   if (shm_ != nullptr && count > 0) return Settle(shm_->AllReduce(send, recv, count, t, op, Wait()));
+  if (count > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kAllReduce, t, count, op)));
   return p2p::AllReduce(MakeEngine(), send, recv, count, t, op);
 }
 
 absl::Status P2pComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op, void*) {
   RETURN_IF_ERROR(Usable());
   if (shm_ != nullptr && recvcount > 0) return Settle(shm_->ReduceScatter(send, recv, recvcount, t, op, Wait()));
+  if (recvcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kReduceScatter, t, recvcount, op)));
   return p2p::ReduceScatter(MakeEngine(), send, recv, recvcount, t, op);
 }
 
@@ -87,6 +103,7 @@ absl::Status P2pComm::DoAllGather(const void* send, void* recv, size_t sendcount
     CopyIfDistinct(static_cast<unsigned char*>(recv) + static_cast<size_t>(rank()) * block, send, block);
     return Settle(shm_->AllGather(send, recv, sendcount, t, Wait()));
   }
+  if (sendcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kAllGather, t, sendcount)));
   return p2p::AllGather(MakeEngine(), send, recv, sendcount, t);
 }
 
@@ -95,14 +112,18 @@ absl::Status P2pComm::DoBroadcast(const void* send, void* recv, size_t count, Da
   const size_t bytes = count * ElementSize(t);
   if (shm_ != nullptr && bytes > 0) {
     if (rank() == root) CopyIfDistinct(recv, send, bytes);
-    return Settle(shm_->Broadcast(send, recv, bytes, root, Wait()));
+    return Settle(shm_->Broadcast(send, recv, count, t, root, Wait()));
   }
+  if (bytes > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kBroadcast, t, count, RedOp::kSum, root)));
   return p2p::Broadcast(MakeEngine(), send, recv, bytes, root);
 }
 
 absl::Status P2pComm::DoBarrier() {
   RETURN_IF_ERROR(Usable());
   if (shm_ != nullptr) return Settle(shm_->Barrier(Wait()));
+  // The check is an all-gather, which no rank leaves before every rank has
+  // entered: a barrier of its own.
+  if (check_) return Check(MakeCall(CallKind::kBarrier, DataType::kUint8, 0));
   return p2p::Barrier(MakeEngine());
 }
 
@@ -119,7 +140,11 @@ absl::StatusOr<size_t> P2pComm::DoAllReduceReady(void* data, size_t reduced, siz
   absl::StatusOr<size_t> agreed = shm_->AllReduceReady(data, reduced, offer, upto, t, op, Wait());
   // Ranks that disagree all fail at the same point, before any round: the
   // communicator is still in step. Anything else breaks it.
-  if (!agreed.ok() && !absl::IsFailedPrecondition(agreed.status())) return Settle(agreed.status());
+  // Ranks that called something else (IsCallMismatch) break it as any
+  // other mismatch does: their calls took other steps.
+  if (!agreed.ok() && (!absl::IsFailedPrecondition(agreed.status()) || IsCallMismatch(agreed.status()))) {
+    return Settle(agreed.status());
+  }
   return agreed;
 }
 
@@ -129,26 +154,40 @@ absl::Status P2pComm::DoSend(const void* send, size_t count, DataType t, int pee
     outbox_ = std::make_unique<Outbox>(SendWire(), Wait(), EagerBytes(), kSendTag,
                                        [this](const absl::Status& s) { RecordAsyncError(s); });
   }
+  if (check_) {
+    // The header goes first, on the same tag, so it is the receive's first message.
+    const Call header = Stamp(MakeCall(CallKind::kSend, t, count), sent_[static_cast<size_t>(peer)]++);
+    RETURN_IF_ERROR(outbox_->Send(header.words, sizeof(header.words), peer));
+  }
   return outbox_->Send(send, count * ElementSize(t), peer);
 }
 
 absl::Status P2pComm::DoRecv(void* recv, size_t count, DataType t, int peer, void*) {
   RETURN_IF_ERROR(Usable());
+  if (check_) {
+    const Call want = Stamp(MakeCall(CallKind::kSend, t, count), received_[static_cast<size_t>(peer)]++);
+    Call got;
+    RETURN_IF_ERROR(p2p::Receive(MakeEngine(), got.words, sizeof(got.words), peer, EagerBytes()));
+    RETURN_IF_ERROR(Settle(CheckMessage(rank(), peer, want, got)));
+  }
   return p2p::Receive(MakeEngine(), recv, count * ElementSize(t), peer, EagerBytes());
 }
 
 absl::Status P2pComm::DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void*) {
   RETURN_IF_ERROR(Usable());
+  if (count > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kReduce, t, count, op, root)));
   return p2p::Reduce(MakeEngine(), send, recv, count, t, op, root);
 }
 
 absl::Status P2pComm::DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void*) {
   RETURN_IF_ERROR(Usable());
+  if (sendcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kGather, t, sendcount, RedOp::kSum, root)));
   return p2p::Gather(MakeEngine(), send, recv, sendcount * ElementSize(t), root);
 }
 
 absl::Status P2pComm::DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void*) {
   RETURN_IF_ERROR(Usable());
+  if (recvcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kScatter, t, recvcount, RedOp::kSum, root)));
   return p2p::Scatter(MakeEngine(), send, recv, recvcount * ElementSize(t), root);
 }
 
@@ -156,6 +195,9 @@ absl::Status P2pComm::DoAllToAllv(const void* send, const std::vector<size_t>& s
                                   const std::vector<size_t>& sdispls, void* recv, const std::vector<size_t>& recvcounts,
                                   const std::vector<size_t>& rdispls, DataType t, void*) {
   RETURN_IF_ERROR(Usable());
+  // Every rank, whatever its counts: a rank that sends nothing may still be
+  // expected to.
+  RETURN_IF_ERROR(Check(MakeAllToAllCall(rank(), t, sendcounts, recvcounts)));
   return p2p::AllToAllv(MakeEngine(), send, sendcounts, sdispls, recv, recvcounts, rdispls, t);
 }
 

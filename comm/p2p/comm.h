@@ -1,7 +1,10 @@
 // What the point-to-point backends (MPI, UCX) share beyond their wire: the
 // collectives (shared-memory rounds when every rank is on one node, else the
 // schedules of comm/p2p/collectives.h), reused scratch, segment sizes, and
-// the rule that a failed collective breaks the communicator.
+// the rule that a failed collective breaks the communicator, and the check
+// (check.h) that every rank called the same collective, which a mismatch
+// fails on every rank, breaking the communicator too. A send carries its
+// count and dtype in a header that the receive checks first.
 //
 // A backend derives from P2pComm and supplies its transport as RunSchedule
 // (mpi/pipeline.h: MPI_Isend/MPI_Irecv; ucx/pipeline.h: UCP tag messages)
@@ -21,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/p2p/backoff.h"
+#include "comm/p2p/check.h"
 #include "comm/p2p/collectives.h"
 #include "comm/p2p/outbox.h"
 #include "comm/p2p/schedule.h"
@@ -120,6 +124,13 @@ class P2pComm : public Communicator {
   size_t EagerBytes() const { return options().segment_bytes != 0 ? SegmentBytes() : tuning_.eager_message_bytes; }
   // How this rank waits: its timeout, abort, and how long to spin.
   Patience Wait() const { return {rank(), options().timeout_ms, this, spin_}; }
+  // Collective: fails (and breaks the communicator) unless every rank made
+  // `call`: one barrier of the shared-memory rounds on one node, else an
+  // all-gather of the calls in log2(N) steps. OK at once with one rank or
+  // WEFT_CHECK_CALLS=0.
+  absl::Status Check(const Call& call);
+  // The start of a split: a barrier, which checks that every rank splits.
+  absl::Status SplitBarrier();
   // This communicator as the shared collectives' engine.
   Engine MakeEngine();
 
@@ -131,6 +142,10 @@ class P2pComm : public Communicator {
   std::unique_ptr<unsigned char[]> scratch_;
   std::unique_ptr<Outbox> outbox_;  // made by the first send
   size_t scratch_bytes_ = 0;
+  const bool check_;  // WEFT_CHECK_CALLS
+  uint64_t checked_ = 0;  // point-to-point checks, the same count on every rank
+  // Per peer: sends and receives so far, numbered in their headers.
+  std::vector<uint64_t> sent_, received_;
 };
 
 }  // namespace p2p

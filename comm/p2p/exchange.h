@@ -37,6 +37,8 @@ namespace p2p {
 // (a lane, a slot or a step: below the rank count or the window), within
 // MPI's guaranteed tag range and UCX's 24 bits.
 inline constexpr int kSendTag = 32767;
+// The tag of the calls' fingerprints (check.h), below kSendTag.
+inline constexpr int kCheckTag = 32766;
 
 class ExchangeSchedule final : public Schedule {
  public:

@@ -19,9 +19,9 @@ namespace weft {
 namespace p2p {
 namespace {
 
-// Each rank's region: a page of control (its barrier flag, alone in its
-// cache line so polling peers never contend with its data), then two
-// staging buffers.
+// Each rank's region: a page of control (its barrier flag, in a cache line
+// of its own but for the fingerprint of the call it is in, so polling peers
+// never contend with its data), then the staging buffers.
 constexpr size_t kPage = 4096;
 constexpr size_t kControl = kPage;
 // Chunks of a round start at multiples of this many elements, so the ranks
@@ -43,6 +43,15 @@ size_t ChunkBegin(size_t n, int c, int size) {
 }
 
 std::atomic_ref<uint64_t> Flag(void* region) { return std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(region)); }
+
+// Each rank's fingerprint of its current call (check.h), in the flag's cache
+// line, which its peers read anyway to pass the barrier that follows: two
+// sets used in turn, as the ready words are (a rank writes set p again only
+// after every peer has passed the next call's first barrier).
+std::atomic_ref<uint64_t> CallWord(void* region, uint64_t call, size_t i) {
+  auto* words = reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(region) + sizeof(uint64_t));
+  return std::atomic_ref<uint64_t>(words[(call % 2) * kCallWords + i]);
+}
 
 // AllReduceReady's words {offer, reduced, upto}, in the control page's
 // second cache line, two sets used in turn: a rank writes set p again only
@@ -167,7 +176,7 @@ absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(int rank, int size, siz
 }
 
 NodeShm::NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped)
-    : rank_(rank), size_(size), round_bytes_(round_bytes), base_(base), mapped_(mapped) {}
+    : rank_(rank), size_(size), round_bytes_(round_bytes), base_(base), mapped_(mapped), check_(CheckCalls()) {}
 
 NodeShm::~NodeShm() { munmap(base_, mapped_); }
 
@@ -192,7 +201,39 @@ absl::Status NodeShm::PeerGone(void* region, int q, const absl::Status& s) const
   return Annotate(s, absl::StrFormat("waiting for rank %d at a shared-memory barrier", q));
 }
 
-absl::Status NodeShm::Barrier(const Patience& w) {
+absl::Status NodeShm::Meet(const Call& call, const Patience& w) {
+  if (!check_) return FlagBarrier(w);
+  const uint64_t n = calls_++;
+  const Call mine = Stamp(call, n);
+  const size_t stride = Stride(round_bytes_);
+  auto* base = static_cast<unsigned char*>(base_);
+  for (size_t i = 0; i < kCallWords; ++i) {
+    CallWord(base + stride * static_cast<size_t>(rank_), n, i).store(mine.words[i], std::memory_order_relaxed);
+  }
+  RETURN_IF_ERROR(FlagBarrier(w));  // its release and acquire order the words
+  if (size_ == 2) {  // the common case, without the indirection
+    Call other;
+    for (size_t i = 0; i < kCallWords; ++i) {
+      other.words[i] = CallWord(base + stride * static_cast<size_t>(1 - rank_), n, i).load(std::memory_order_relaxed);
+    }
+    if (other.words[0] == mine.words[0] && other.words[1] == mine.words[1] && other.words[2] == mine.words[2]) {
+      return absl::OkStatus();
+    }
+  }
+  return Decide(rank_, size_, [&](int q) {
+    Call c;
+    for (size_t i = 0; i < kCallWords; ++i) {
+      c.words[i] = CallWord(base + stride * static_cast<size_t>(q), n, i).load(std::memory_order_relaxed);
+    }
+    return c;
+  });
+}
+
+absl::Status NodeShm::Check(const Call& call, const Patience& w) { return Meet(call, w); }
+
+absl::Status NodeShm::Barrier(const Patience& w) { return Meet(MakeCall(CallKind::kBarrier, DataType::kUint8, 0), w); }
+
+absl::Status NodeShm::FlagBarrier(const Patience& w) {
   ++epoch_;
   const size_t stride = Stride(round_bytes_);
   auto* base = static_cast<unsigned char*>(base_);
@@ -216,7 +257,8 @@ absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, Data
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
   return AllReduceRounds(
-      count, t, op, w, in, [&](size_t off, size_t n, unsigned char* dst) { std::memcpy(dst, in + off * es, n * es); },
+      MakeCall(CallKind::kAllReduce, t, count, op), count, t, op, w, in,
+      [&](size_t off, size_t n, unsigned char* dst) { std::memcpy(dst, in + off * es, n * es); },
       [&](const unsigned char* src, size_t off, size_t n) { std::memcpy(out + off * es, src, n * es); });
 }
 
@@ -229,7 +271,8 @@ absl::StatusOr<size_t> NodeShm::AllReduceReady(void* data, size_t reduced, size_
   for (size_t i = 0; i < kReadyWords; ++i) {
     ReadyWord(base + stride * static_cast<size_t>(rank_), call, i).store(mine[i], std::memory_order_relaxed);
   }
-  RETURN_IF_ERROR(Barrier(w));  // its release and acquire order the words
+  // The barrier's release and acquire order the words.
+  RETURN_IF_ERROR(Meet(MakeCall(CallKind::kAllReduceReady, t, 0, op), w));
   uint64_t least = offer;
   for (int q = 0; q < size_; ++q) {
     unsigned char* region = base + stride * static_cast<size_t>(q);
@@ -275,10 +318,10 @@ absl::Status NodeShm::AllReducePieces(const std::vector<Piece>& pieces, DataType
                   (hi - lo) * es);
     }
   };
-  return AllReduceRounds(count, t, op, w, nullptr, read, write);
+  return AllReduceRounds(MakeCall(CallKind::kAllReduce, t, count, op), count, t, op, w, nullptr, read, write);
 }
 
-absl::Status NodeShm::AllReduceRounds(size_t count, DataType t, RedOp op, const Patience& w,
+absl::Status NodeShm::AllReduceRounds(const Call& call, size_t count, DataType t, RedOp op, const Patience& w,
                                       const unsigned char* direct,
                                       absl::FunctionRef<void(size_t, size_t, unsigned char*)> read,
                                       absl::FunctionRef<void(const unsigned char*, size_t, size_t)> write) {
@@ -304,7 +347,7 @@ absl::Status NodeShm::AllReduceRounds(size_t count, DataType t, RedOp op, const 
   // k is reduced (everyone may copy it out) and round k+1 is staged
   // (everyone may reduce it).
   copy_in(0);
-  RETURN_IF_ERROR(Barrier(w));
+  RETURN_IF_ERROR(Meet(call, w));
   for (size_t k = 0; k < rounds; ++k) {
     // Chunk c's result goes over rank 0's copy of it, which only rank c
     // reads in this phase: afterwards the whole round's result lies in
@@ -315,7 +358,7 @@ absl::Status NodeShm::AllReduceRounds(size_t count, DataType t, RedOp op, const 
     auto src = [&](int q) -> const void* { return q == rank_ ? own : Buf(q, g) + b * es; };
     if (e > b) Reduce(t, op, src, e - b, Buf(0, g) + b * es);
     if (k + 1 < rounds) copy_in(k + 1);
-    RETURN_IF_ERROR(Barrier(w));
+    RETURN_IF_ERROR(FlagBarrier(w));
     write(Buf(0, g), k * per_round, n);
   }
   return absl::OkStatus();
@@ -338,7 +381,7 @@ absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcou
       if (c == static_cast<size_t>(rank_) && !stage_own) continue;
       std::memcpy(Buf(rank_, g) + c * n * es, in + (c * recvcount + off) * es, n * es);
     }
-    RETURN_IF_ERROR(Barrier(w));
+    RETURN_IF_ERROR(off == 0 ? Meet(MakeCall(CallKind::kReduceScatter, t, recvcount, op), w) : FlagBarrier(w));
     const size_t mine = static_cast<size_t>(rank_) * n * es;
     auto src = [&](int q) -> const void* { return q == rank_ && !stage_own ? own : Buf(q, g) + mine; };
     Reduce(t, op, src, n, out + off * es);
@@ -354,7 +397,7 @@ absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, 
     const size_t n = std::min(per_round, sendcount - off);
     const uint64_t g = round_++;
     std::memcpy(Buf(rank_, g), in + off * es, n * es);
-    RETURN_IF_ERROR(Barrier(w));
+    RETURN_IF_ERROR(off == 0 ? Meet(MakeCall(CallKind::kAllGather, t, sendcount), w) : FlagBarrier(w));
     for (int q = 0; q < size_; ++q) {
       // This rank's own block comes from `send` (the caller already placed it).
       if (q != rank_) std::memcpy(out + (static_cast<size_t>(q) * sendcount + off) * es, Buf(q, g), n * es);
@@ -363,14 +406,16 @@ absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, 
   return absl::OkStatus();
 }
 
-absl::Status NodeShm::Broadcast(const void* send, void* recv, size_t bytes, int root, const Patience& w) {
+absl::Status NodeShm::Broadcast(const void* send, void* recv, size_t count, DataType t, int root,
+                                const Patience& w) {
+  const size_t bytes = count * ElementSize(t);
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
   for (size_t off = 0; off < bytes; off += round_bytes_) {
     const size_t n = std::min(round_bytes_, bytes - off);
     const uint64_t g = round_++;
     if (rank_ == root) std::memcpy(Buf(root, g), in + off, n);
-    RETURN_IF_ERROR(Barrier(w));
+    RETURN_IF_ERROR(off == 0 ? Meet(MakeCall(CallKind::kBroadcast, t, count, RedOp::kSum, root), w) : FlagBarrier(w));
     if (rank_ != root) std::memcpy(out + off, Buf(root, g), n);
   }
   return absl::OkStatus();

@@ -27,6 +27,13 @@
 // all: results are bit-identical across ranks. Barriers wait with the point-to-point backoff (spin, yield, sleep),
 // time out after the communicator's timeout and end at once on abort.
 //
+// Before it trusts a peer's data, every call checks that all ranks made the
+// same call: each rank writes its fingerprint (check.h) into its control
+// page before the call's first barrier, and after it every rank reads all
+// of them and reaches the same verdict (InvalidUsage on every rank when
+// they differ, before any rank reads another's buffer). WEFT_CHECK_CALLS=0
+// skips the check.
+//
 // The segment is a POSIX shared-memory file that rank 0 creates, every rank
 // maps, and rank 0 unlinks as soon as all have mapped it: nothing is left
 // behind when a process dies, and closing is local (munmap), so destroying
@@ -49,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/p2p/backoff.h"
+#include "comm/p2p/check.h"
 #include "core/dtype.h"
 
 namespace weft {
@@ -94,11 +102,19 @@ class NodeShm {
   absl::Status ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                              const Patience& w);
   absl::Status AllGather(const void* send, void* recv, size_t sendcount, DataType t, const Patience& w);
-  absl::Status Broadcast(const void* send, void* recv, size_t bytes, int root, const Patience& w);
+  absl::Status Broadcast(const void* send, void* recv, size_t count, DataType t, int root, const Patience& w);
   absl::Status Barrier(const Patience& w);
+  // One barrier that checks `call` (a collective that moves its bytes some
+  // other way: the point-to-point schedules on this node).
+  absl::Status Check(const Call& call, const Patience& w);
 
  private:
   NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped);
+  // Every rank's flag barrier.
+  absl::Status FlagBarrier(const Patience& w);
+  // The first barrier of a call: publishes `call`, passes the barrier and
+  // compares every rank's (unless WEFT_CHECK_CALLS=0).
+  absl::Status Meet(const Call& call, const Patience& w);
   // A wait for rank q (its control region) that ended with `s`: says so
   // when q's process has exited.
   absl::Status PeerGone(void* region, int q, const absl::Status& s) const;
@@ -108,7 +124,8 @@ class NodeShm {
   // elements [off, off + n), write(src, off, n) stores results. `direct`,
   // when not null, is the input as one buffer, where this rank reads its own
   // chunk instead of staging it.
-  absl::Status AllReduceRounds(size_t count, DataType t, RedOp op, const Patience& w, const unsigned char* direct,
+  absl::Status AllReduceRounds(const Call& call, size_t count, DataType t, RedOp op, const Patience& w,
+                               const unsigned char* direct,
                                absl::FunctionRef<void(size_t, size_t, unsigned char*)> read,
                                absl::FunctionRef<void(const unsigned char*, size_t, size_t)> write);
   // The scratch accumulator for `bytes` (private to this rank).
@@ -125,6 +142,8 @@ class NodeShm {
   uint64_t epoch_ = 0;  // barriers passed, the same count on every rank
   uint64_t round_ = 0;  // rounds run, the same count on every rank
   uint64_t ready_calls_ = 0;  // AllReduceReady agreements, the same count on every rank
+  const bool check_;  // WEFT_CHECK_CALLS
+  uint64_t calls_ = 0;  // calls checked, the same count on every rank
   std::vector<unsigned char> accum_;
 };
 

@@ -52,6 +52,7 @@ absl::Status UcxComm::AttachSharedMemory() {
 
 absl::StatusOr<std::unique_ptr<Communicator>> UcxComm::DoSplit(int color, int key) {
   RETURN_IF_ERROR(Usable());
+  RETURN_IF_ERROR(Check(p2p::MakeCall(p2p::CallKind::kSplit, DataType::kUint8, 0)));
   // Every rank's (color, key, next free id), over this communicator.
   const SplitEntry mine{color, key, link_.node->NextId()};
   std::vector<SplitEntry> all(static_cast<size_t>(size()));

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
+#include "tests/common/mismatch_check.h"
 #include "tests/common/p2p_check.h"
 #include "tests/common/shard_check.h"
 
@@ -312,6 +313,17 @@ TEST(World, MismatchedRootsFailInsteadOfCorrupting) {
   ASSERT_FALSE(a.ok()) << "rank " << comm->rank() << ": the broadcast and the all-reduce both succeeded";
   EXPECT_NE(a.message().find("bytes"), std::string::npos) << a;
   EXPECT_EQ(a.message().find("did every rank issue"), std::string::npos) << "not a timeout: " << a;
+}
+
+// Every pair of calls that differ in collective, dtype, count, op or root
+// fails on every rank, on the shared-memory rounds and the point-to-point
+// schedules alike, and the communicator refuses later calls.
+TEST(World, MismatchedCallsFailOnEveryRank) {
+  CommOptions options;
+  options.timeout_ms = 3000;  // a rank left waiting fails the pair, not the run
+  auto comm = World(options);
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(CheckMismatches(*comm, MismatchAfter::kRefused), "") << "rank " << comm->rank();
 }
 
 TEST(World, AbortEndsAWait) {

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
+#include "tests/common/mismatch_check.h"
 #include "tests/common/p2p_check.h"
 #include "tests/multirank/harness.h"
 
@@ -142,6 +143,13 @@ TEST(InProcess, RanksThatDisagreeAllFailAndTheWorldGoesOn) {
       return "";
     });
   }
+}
+
+TEST_P(WorldSize, MismatchedCallsFailOnEveryRank) {
+  CommOptions options;
+  options.timeout_ms = 3000;
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckMismatches(comm, MismatchAfter::kGoesOn); },
+           std::chrono::seconds(120), options);
 }
 
 TEST_P(WorldSize, SendRecv) {
