@@ -42,19 +42,38 @@ void RunCases(Communicator& comm, const std::vector<Case>& cases) {
   EXPECT_EQ(failed, 0) << "cases failed on rank " << comm.rank();
 }
 
-// Every rank of these tests runs on one node, so the backend takes the
-// shared-memory path unless WEFT_SHM=0 (the suite runs both ways).
+// The backend takes the shared-memory path exactly when every rank of a
+// communicator is on one node, unless WEFT_SHM=0 (the suite runs both ways).
+// Every rank runs on one node unless WEFT_TEST_NODES=n says the launch
+// spread them over n nodes in blocks (rank r on node r / (size / n), as
+// tests/nodes/cluster.py does), each with its own host name: then a world
+// or split spanning nodes must not get shared memory, and a split of one
+// node's ranks must.
 TEST(World, SharedMemoryPathFollowsWeftShm) {
   auto comm = World();
   ASSERT_NE(comm, nullptr);
   const auto* p2p_comm = dynamic_cast<const p2p::P2pComm*>(comm.get());
   ASSERT_NE(p2p_comm, nullptr);
   const char* shm = std::getenv("WEFT_SHM");
-  const bool want = comm->size() > 1 && (shm == nullptr || std::string(shm) != "0");
-  EXPECT_EQ(p2p_comm->shared_memory(), want) << "WEFT_SHM=" << (shm ? shm : "(unset)");
+  const bool on = shm == nullptr || std::string(shm) != "0";
+  const char* nodes_env = std::getenv("WEFT_TEST_NODES");
+  const int nodes = nodes_env != nullptr ? std::atoi(nodes_env) : 1;
+  ASSERT_TRUE(nodes >= 1 && comm->size() % nodes == 0) << "WEFT_TEST_NODES=" << nodes_env;
+  const int per_node = comm->size() / nodes;
+  auto node_of = [per_node](int q) { return q / per_node; };
+  const std::string why = std::string("WEFT_SHM=") + (shm ? shm : "(unset)") + ", " + std::to_string(nodes) +
+                          " node(s)";
+  EXPECT_EQ(p2p_comm->shared_memory(), on && comm->size() > 1 && nodes == 1) << why;
   auto half = comm->Split(comm->rank() % 2, 0);  // splits decide again, over their own ranks
   ASSERT_TRUE(half.ok()) << half.status();
-  EXPECT_EQ(dynamic_cast<const p2p::P2pComm&>(**half).shared_memory(), want && (*half)->size() > 1);
+  bool half_on_one_node = true;
+  for (int q = comm->rank() % 2; q < comm->size(); q += 2) half_on_one_node &= node_of(q) == node_of(comm->rank());
+  EXPECT_EQ(dynamic_cast<const p2p::P2pComm&>(**half).shared_memory(),
+            on && (*half)->size() > 1 && half_on_one_node) << why;
+  auto node = comm->Split(node_of(comm->rank()), 0);
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_EQ((*node)->size(), per_node);
+  EXPECT_EQ(dynamic_cast<const p2p::P2pComm&>(**node).shared_memory(), on && per_node > 1) << why;
 }
 
 TEST(World, CollectiveMatrix) {

@@ -33,6 +33,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def stop(procs, grace_s=5):
+    """Gives the ranks a moment to finish (they may be reporting the same
+    failure), kills those still running, and returns every exit code."""
+    grace = time.monotonic() + grace_s
+    while time.monotonic() < grace and any(pr.poll() is None for pr in procs):
+        time.sleep(0.05)
+    for pr in procs:
+        if pr.poll() is None:
+            pr.kill()
+    return [pr.wait() for pr in procs]
+
+
 def rank_env(args, rank, port, scratch, job):
     env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS)}
     env.update(WEFT_TEST_RANK=str(rank), WEFT_TEST_NP=str(args.np), WEFT_TEST_WORLD=args.world,
@@ -89,14 +101,7 @@ def main():
                                                                                   r == int(args.kill.split("@")[0]))]
             if failed or time.monotonic() > deadline:
                 why = f"rank(s) {failed} failed" if failed else f"ranks still running after {args.timeout} s"
-                # Give the others a moment to finish (they may be reporting the same failure).
-                grace = time.monotonic() + 5
-                while time.monotonic() < grace and any(pr.poll() is None for pr in procs):
-                    time.sleep(0.05)
-                for pr in procs:
-                    if pr.poll() is None:
-                        pr.kill()
-                codes = [pr.wait() for pr in procs]
+                codes = stop(procs)
                 print(f"launch.py: {why}; exit codes {codes}", file=sys.stderr)
                 return 1
             time.sleep(0.02)
