@@ -330,7 +330,10 @@ TEST(World, MismatchedRootsFailInsteadOfCorrupting) {
                                                   RedOp::kSum, nullptr)
                                 : b;
   ASSERT_FALSE(a.ok()) << "rank " << comm->rank() << ": the broadcast and the all-reduce both succeeded";
-  EXPECT_NE(a.message().find("bytes"), std::string::npos) << a;
+  // The call check names the two roots before any data moves; without it
+  // (WEFT_CHECK_CALLS=0) the receive that meets a message of another size
+  // names both sizes. Either way not a timeout.
+  EXPECT_TRUE(a.message().find("bytes") != std::string::npos || a.message().find("root") != std::string::npos) << a;
   EXPECT_EQ(a.message().find("did every rank issue"), std::string::npos) << "not a timeout: " << a;
 }
 

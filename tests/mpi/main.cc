@@ -30,15 +30,21 @@ int WorldRank() {
 class FailurePrinter : public ::testing::EmptyTestEventListener {
  public:
   explicit FailurePrinter(int rank) : rank_(rank) {}
+  // The test's name is kept here: gtest calls OnTestPartResult with its own
+  // lock held, which UnitTest::current_test_info() takes again (a rank's
+  // first failure then hung it instead of printing).
+  void OnTestStart(const ::testing::TestInfo& t) override {
+    name_ = std::string(t.test_suite_name()) + "." + t.name();
+  }
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
     if (!r.failed()) return;
-    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::fprintf(stderr, "[rank %d] %s.%s: %s:%d: %s\n", rank_, t ? t->test_suite_name() : "?", t ? t->name() : "?",
+    std::fprintf(stderr, "[rank %d] %s: %s:%d: %s\n", rank_, name_.empty() ? "?" : name_.c_str(),
                  r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
   }
 
  private:
   int rank_;
+  std::string name_;
 };
 
 // Aborts the job when one test runs longer than the limit.
