@@ -7,9 +7,11 @@ For all_reduce, all_gather_into_tensor and reduce_scatter_tensor (float32, sum) 
 256 MiB (x4), each backend runs warm-up calls and then timed ones, one blocking call at a time; a size's time is
 the median over the timed calls, the slowest rank's. nccl-tests' definitions: size is the bytes of the largest
 buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: the input), algbw = size / time, busbw
-= algbw x 2(n-1)/n for all-reduce and x (n-1)/n for the others; "time x" is the baseline's time over weft's. Then a DDP training step of torchvision's
-ResNet-50 (random data) over each backend: the median step time, the slowest rank's. --device cuda puts the
-tensors on each rank's GPU and sets torch's nccl backend beside weft instead of gloo.
+= algbw x 2(n-1)/n for all-reduce and x (n-1)/n for the others; "time x" is the baseline's time over weft's.
+Then DDP training steps of torchvision's ResNet-50 (random data) over each backend and under no_sync, in
+alternating rounds: each backend's step and its gradient synchronisation (step minus the no_sync step), medians,
+the slowest rank's (--ddp-only: just those). --device cuda puts the tensors on each rank's GPU and sets torch's
+nccl backend beside weft instead of gloo.
 Environment: WEFT_SOCKET_IFNAME=lo keeps weft's bootstrap on loopback.
 """
 
@@ -102,31 +104,51 @@ def sweep(args, world, rank, gloo, base, base_name):
 
 
 def ddp_steps(args, world, rank, gloo, base, base_name):
+    """ResNet-50 DDP steps over weft and the baseline, in alternating rounds (the machine's load drifts), and the
+    same model's step under no_sync (forward, backward, optimizer: no communication at all) in each round; a
+    backend's gradient synchronisation is its step minus that. Every figure is the median over rounds of each
+    round's median step, the slowest rank's."""
     import torchvision
     from torch.nn.parallel import DistributedDataParallel as DDP
-    results = {}
+    x = torch.randn(args.ddp_batch, 3, args.ddp_image, args.ddp_image, device=args.device)
+    y = torch.randint(0, 1000, (args.ddp_batch,), device=args.device)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    steps = {}
     for name, group in {"weft": None, base_name: base}.items():
         torch.manual_seed(0)
         model = DDP(torchvision.models.resnet50(weights=None).to(args.device), process_group=group)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        x = torch.randn(args.ddp_batch, 3, args.ddp_image, args.ddp_image, device=args.device)
-        y = torch.randint(0, 1000, (args.ddp_batch,), device=args.device)
-        loss_fn = torch.nn.CrossEntropyLoss()
 
-        def step():
+        def step(model=model, opt=opt):
             opt.zero_grad()
             loss_fn(model(x), y).backward()
             opt.step()
-        results[name] = timed(step, args.ddp_steps, 2, gloo, args.device == "cuda")
+
+        def local(model=model, opt=opt):
+            with model.no_sync():
+                step(model, opt)
+        steps[name] = step
+        if "compute" not in steps:
+            steps["compute"] = local
+    rounds = {name: [] for name in steps}
+    for _ in range(args.ddp_rounds):
+        for name, fn in steps.items():
+            rounds[name].append(timed(fn, args.ddp_steps, 2, gloo, args.device == "cuda"))
+    med = {name: statistics.median(v) for name, v in rounds.items()}
     if rank == 0:
         params = sum(p.numel() for p in torchvision.models.resnet50(weights=None).parameters())
         print("\n# DDP step, torchvision resnet50 (%.1f M parameters, %.0f MB of float32 gradients), batch %d of "
-              "3x%dx%d per rank, %d ranks, median of %d steps" % (params / 1e6, params * 4 / 1e6, args.ddp_batch,
-                                                                  args.ddp_image, args.ddp_image, world, args.ddp_steps))
-        print("%10s %12s" % ("backend", "step (ms)"))
-        for name, t in results.items():
-            print("%10s %12.1f" % (name, t * 1e3))
-        print("%10s %12.2f" % (base_name + "/weft", results[base_name] / results["weft"]), flush=True)
+              "3x%dx%d per rank, %d ranks; median of %d rounds of %d steps; sync = step - compute (no_sync)" % (
+                  params / 1e6, params * 4 / 1e6, args.ddp_batch, args.ddp_image, args.ddp_image, world,
+                  args.ddp_rounds, args.ddp_steps))
+        print("%10s %12s %12s   %s" % ("backend", "step (ms)", "sync (ms)", "rounds' steps (ms)"))
+        for name in ["compute", "weft", base_name]:
+            sync = "" if name == "compute" else "%12.1f" % ((med[name] - med["compute"]) * 1e3)
+            print("%10s %12.1f %12s   %s" % (name, med[name] * 1e3, sync,
+                                             " ".join("%.0f" % (t * 1e3) for t in rounds[name])))
+        ws, gs = med["weft"] - med["compute"], med[base_name] - med["compute"]
+        print("%10s %12.2f %12s" % ("weft/" + base_name, med["weft"] / med[base_name],
+                                    "%.2f" % (ws / gs) if gs > 0 else "n/a"), flush=True)
 
 
 def main():
@@ -137,6 +159,8 @@ def main():
     p.add_argument("--ddp-batch", type=int, default=4)
     p.add_argument("--ddp-image", type=int, default=112)
     p.add_argument("--ddp-steps", type=int, default=5)
+    p.add_argument("--ddp-rounds", type=int, default=3)
+    p.add_argument("--ddp-only", action="store_true", help="only the DDP steps, not the collectives' sweep")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: CUDA tensors (one GPU per rank), beside torch's nccl backend instead of gloo")
     args = p.parse_args()
@@ -148,7 +172,8 @@ def main():
     base = dist.new_group(backend="nccl") if args.device == "cuda" else gloo
     world, rank = dist.get_world_size(), dist.get_rank()
     torch.set_num_threads(1)
-    sweep(args, world, rank, gloo, base, base_name)
+    if not args.ddp_only:
+        sweep(args, world, rank, gloo, base, base_name)
     if not args.no_ddp:
         ddp_steps(args, world, rank, gloo, base, base_name)
     dist.destroy_process_group()

@@ -9,7 +9,8 @@
 //    copies results out of temporaries, then completes the Work and future;
 //  - CUDA: through CudaOrder on the communicator's stream, the copies out
 //    enqueued behind the collective, the future completed in stream order.
-// Between startCoalescing and endCoalescing the Ops share one Work.
+// Between startCoalescing and endCoalescing the Ops share one Work, and their
+// weft calls one weftGroupStart/weftGroupEnd (NCCL's group semantics).
 #include "backend.h"
 
 #include <c10/util/Exception.h>
@@ -223,6 +224,14 @@ c10::intrusive_ptr<c10d::Work> Op::Issue(std::vector<at::Tensor> outputs) {
     work = b_.group_;
     TORCH_CHECK_VALUE(work->cuda_ == cuda_ && work->comm_ == comm_, "weft: ", name_, ": a coalesced group on ",
                       work->cuda_ ? "cuda" : "cpu", " cannot take a tensor on ", device_);
+    if (!work->grouped_) {
+      // After the communicator exists (a CUDA one is made by the group's
+      // first call, which must not be inside a weft group).
+      weftResult_t r = weftGroupStart();
+      if (r != weftSuccess) C10_THROW_ERROR(DistBackendError, WeftError("weftGroupStart", rank(), r));
+      work->grouped_ = true;
+      work->device_ = device_.index();
+    }
   } else {
     work = c10::make_intrusive<WeftWork>(rank(), type_, name_, cuda_, comm_);
     if (!cuda_) work->stream_ = b_.LeaseStream();
@@ -237,10 +246,17 @@ c10::intrusive_ptr<c10d::Work> Op::Issue(std::vector<at::Tensor> outputs) {
           return;
         }
       }
+      if (b_.coalescing_) return;  // inside a weft group nothing is enqueued before weftGroupEnd
       for (auto& f : cuda_post_) f();  // on the communicator's stream, behind the collective
     }, keep_);
     for (auto& t : keep_) work->keep_.push_back(t);  // the caching allocator holds them until the stream is done
-    if (!error.empty()) C10_THROW_ERROR(DistBackendError, error);
+    if (b_.coalescing_) {
+      for (auto& f : cuda_post_) work->post_.push_back(std::move(f));
+    }
+    if (!error.empty()) {
+      if (b_.coalescing_) b_.AbandonGroup();
+      C10_THROW_ERROR(DistBackendError, error);
+    }
   } else {
     for (auto& call : calls_) {
       weftResult_t r = call(comm_, work->stream_);
@@ -248,8 +264,11 @@ c10::intrusive_ptr<c10d::Work> Op::Issue(std::vector<at::Tensor> outputs) {
         // Refused at issue (the arguments): what this Op already enqueued
         // still reads its tensors, so let it finish before they may go.
         std::string error = WeftError(name_, rank(), r);
-        weftStreamSynchronize(work->stream_);
-        if (!b_.coalescing_) {
+        if (b_.coalescing_) {
+          for (auto& t : keep_) work->keep_.push_back(std::move(t));
+          b_.AbandonGroup();
+        } else {
+          weftStreamSynchronize(work->stream_);
           std::lock_guard<std::mutex> lock(b_.mu_);
           b_.free_streams_.push_back(work->stream_);
         }
@@ -342,12 +361,52 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::endCoalescing() {
     return work;
   }
   work->open_ = false;
+  weftResult_t r = EndGroup(*work);
+  if (r != weftSuccess) {
+    // weft issued the group's calls up to the refused one; they still read
+    // the tensors the Work holds, so it completes (with its error) in the
+    // background while the caller gets the exception.
+    std::string error = WeftError(work->op_, getRank(), r);
+    if (!work->cuda_) Finish(work);
+    C10_THROW_ERROR(DistBackendError, error);
+  }
   if (work->cuda_) {
     work->future_ = work->done_->Future(work->outputs_);
   } else {
     Finish(work);
   }
   return work;
+}
+
+// Ends the group's weft group, once: its sends and receives go out together
+// (weftGroupEnd issues a group's sends first, so ranks that send to each
+// other do not wait on each other). CUDA: the kernels are enqueued only now,
+// so the Work's end and the copies out of temporaries go behind them.
+weftResult_t WeftBackend::EndGroup(WeftWork& work) {
+  if (!work.grouped_) return weftSuccess;
+  work.grouped_ = false;
+  weftResult_t r = weftGroupEnd();
+  if (work.cuda_) {
+    std::vector<std::function<void()>> post = std::move(work.post_);
+    work.post_.clear();
+    work.done_ = Order(work.device_).Run([&](void*) {
+      for (auto& f : post) f();
+    }, work.keep_);
+  }
+  return r;
+}
+
+// A call refused inside a coalesced group ends it: what joined the weft
+// group is issued (as it would have been outside one) and completes in the
+// background, and later calls are not coalesced.
+void WeftBackend::AbandonGroup() {
+  coalescing_ = false;
+  c10::intrusive_ptr<WeftWork> work = std::move(group_);
+  group_.reset();
+  if (!work) return;
+  work->open_ = false;
+  EndGroup(*work);
+  if (!work->cuda_) Finish(work);
 }
 
 // ---------------------------------------------------------------- collectives
@@ -726,34 +785,44 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall(std::vector<at::Tensor>& ou
 }
 
 // Point-to-point: weft has no tags, so only torch's default tag 0 is taken.
-// Inside a coalesced group (batch_isend_irecv) sends and receives would need
-// weftGroupStart/End around them, which this backend does not do yet.
+// Inside a coalesced group (batch_isend_irecv) they join its weft group.
 void WeftBackend::CheckP2p(const char* op, int peer, int tag) {
   TORCH_CHECK_VALUE(tag == 0, "weft: ", op, ": tag ", tag, "; weft matches sends and receives by order, not by tag "
                     "(use tag 0)");
   TORCH_CHECK_VALUE(peer >= 0 && peer < getSize(), "weft: ", op, ": peer ", peer, " is outside the group of ", getSize());
-  TORCH_CHECK_NOT_IMPLEMENTED(!coalescing_, "weft: ", op, " inside a coalesced group (batch_isend_irecv) is not "
-                              "supported by weft's torch backend yet; issue the sends and receives one by one");
 }
 
+// batch_isend_irecv leaves its coalesced group open when a call in it
+// raises (torch does not call endCoalescing then), so a refused send or
+// receive ends the group itself.
 c10::intrusive_ptr<c10d::Work> WeftBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
-  const at::Tensor& t = One("send", tensors);
-  CheckP2p("send", dst, tag);
-  Op op(*this, "send", c10d::OpType::SEND, t);
-  const weftDataType_t dt = WeftType(op.name(), t);
-  at::Tensor in = op.In(t);
-  op.Call([in, dt, dst](weftComm_t c, void* s) { return weftSend(in.data_ptr(), Count(in), dt, dst, c, s); });
-  return op.Issue(tensors);
+  try {
+    const at::Tensor& t = One("send", tensors);
+    CheckP2p("send", dst, tag);
+    Op op(*this, "send", c10d::OpType::SEND, t);
+    const weftDataType_t dt = WeftType(op.name(), t);
+    at::Tensor in = op.In(t);
+    op.Call([in, dt, dst](weftComm_t c, void* s) { return weftSend(in.data_ptr(), Count(in), dt, dst, c, s); });
+    return op.Issue(tensors);
+  } catch (...) {
+    if (coalescing_) AbandonGroup();
+    throw;
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
-  const at::Tensor& t = One("recv", tensors);
-  CheckP2p("recv", src, tag);
-  Op op(*this, "recv", c10d::OpType::RECV, t);
-  const weftDataType_t dt = WeftType(op.name(), t);
-  at::Tensor out = op.Out(t, /*read=*/false);
-  op.Call([out, dt, src](weftComm_t c, void* s) { return weftRecv(out.data_ptr(), Count(out), dt, src, c, s); });
-  return op.Issue(tensors);
+  try {
+    const at::Tensor& t = One("recv", tensors);
+    CheckP2p("recv", src, tag);
+    Op op(*this, "recv", c10d::OpType::RECV, t);
+    const weftDataType_t dt = WeftType(op.name(), t);
+    at::Tensor out = op.Out(t, /*read=*/false);
+    op.Call([out, dt, src](weftComm_t c, void* s) { return weftRecv(out.data_ptr(), Count(out), dt, src, c, s); });
+    return op.Issue(tensors);
+  } catch (...) {
+    if (coalescing_) AbandonGroup();
+    throw;
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::recvAnysource(std::vector<at::Tensor>&, int) {

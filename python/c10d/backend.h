@@ -59,12 +59,16 @@ class WeftWork : public c10d::Work {
   weftComm_t comm_;
   std::vector<at::Tensor> keep_;             // alive until the collective is done
   std::vector<at::Tensor> outputs_;          // the future's value
-  std::vector<std::function<void()>> post_;  // copies out of temporaries, once the data is there
+  // Copies out of temporaries: host, run once the data is there; a CUDA
+  // coalesced group, enqueued behind its kernels at endCoalescing.
+  std::vector<std::function<void()>> post_;
   weftStream_t stream_ = nullptr;            // host: the stream it runs on
   std::function<void(weftStream_t)> release_;  // host: hands the stream back to the group
   std::mutex drain_mu_;
   bool drained_ = false;
   bool open_ = false;  // a coalesced group before endCoalescing: more may join it
+  bool grouped_ = false;  // its calls are in an open weftGroupStart (on the issuing thread)
+  int device_ = -1;       // CUDA: the device of a coalesced group
   std::shared_ptr<CudaDone> done_;           // CUDA: its end on the communicator's stream
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
@@ -136,6 +140,8 @@ class WeftBackend : public c10d::Backend {
   void CompletionLoop();
   CudaOrder& Order(int device);
   void CheckP2p(const char* op, int peer, int tag);
+  weftResult_t EndGroup(WeftWork& work);
+  void AbandonGroup();
 
   CommCache comms_;
   uint64_t seq_ = 0;

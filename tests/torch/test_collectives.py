@@ -7,7 +7,8 @@ is exact in every dtype, so any order of reduction gives the same bits and weft'
 Outputs are poisoned first, so unwritten elements show. Where gloo lacks a reduction (AVG, PREMUL_SUM) the reference
 is gloo's SUM with torch's division or scaling, done as weft defines it (see include/weft/weft.h). Each dtype x op x
 count runs in place; out-of-place, non-contiguous, asynchronous and coalesced forms are covered as well, and
-reduce, gather, scatter, all-to-all (even, uneven, lists) and send/recv over a few dtypes and every root.
+reduce, gather, scatter, all-to-all (even, uneven, lists), send/recv and batch_isend_irecv over a few dtypes and
+every root.
 """
 
 import zlib
@@ -356,6 +357,52 @@ def test_send_recv(job):
             job.check(same_bits(got, want), "isend/irecv %s count %d" % (dtype, count))
 
 
+def test_batch_isend_irecv(job):
+    """batch_isend_irecv: every rank sends to and receives from every rank (itself too) in one batch, messages
+    far past any eager threshold, receives listed before sends on odd ranks, a non-contiguous receive; the same
+    exchange over gloo's isend/irecv is the reference. A batch whose first op has a tag is
+    refused, and weft's side of coalescing ends with it."""
+    w = job.world
+    for dtype in ROOTED_DTYPES:
+        for count in [1, 2 ** 18 + 1]:
+            xs = [inputs(job, dtype, count, "sum", ("batch", str(dtype), count, q)) for q in range(w)]
+
+            got = [poison(dtype, count) for _ in range(w)]
+            got[0] = poison(dtype, 2 * count)[::2]  # non-contiguous
+            sends = [dist.P2POp(dist.isend, xs[q], q) for q in range(w)]
+            recvs = [dist.P2POp(dist.irecv, got[q], q) for q in range(w)]
+            for work in dist.batch_isend_irecv(recvs + sends if job.rank % 2 else sends + recvs):
+                work.wait()
+            # gloo: isend and irecv one by one, every rank's sends first; gloo cannot send to itself.
+            want = [poison(dtype, count) for _ in range(w)]
+            want[job.rank] = xs[job.rank]
+            peers = [q for q in range(w) if q != job.rank]
+            works = [dist.isend(xs[q], q, group=job.gloo) for q in peers]
+            works += [dist.irecv(want[q], q, group=job.gloo) for q in peers]
+            for work in works:
+                work.wait()
+            for q in range(w):
+                job.check(same_bits(got[q].clone(memory_format=torch.contiguous_format), want[q].clone(memory_format=torch.contiguous_format)),
+                          "batch_isend_irecv %s count %d from rank %d" % (dtype, count, q))
+    # A refused batch, on a group of its own: torch leaves its Python coalescing state for the group set when
+    # a batch raises (it never reaches endCoalescing), so that group is unusable through torch afterwards.
+    # Clearing that state shows weft's backend ended its side, coalescing and the weft group, by itself.
+    group = dist.new_group()
+    peer, prev = (job.rank + 1) % w, (job.rank - 1) % w
+    job.expect_raises(lambda: dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(4), peer, group, tag=5),
+                                                      dist.P2POp(dist.irecv, torch.ones(4), prev, group)]),
+                      (ValueError,), ["send", "tag 5"], "batch_isend_irecv with a tag")
+    dist.distributed_c10d._world.pg_coalesce_state.pop(group, None)
+    x, got = torch.full((10,), float(job.rank + 1)), torch.zeros(10)
+    for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, x, peer, group),
+                                        dist.P2POp(dist.irecv, got, prev, group)]):
+        work.wait()
+    job.check(bool((got == prev + 1).all().item()), "batch_isend_irecv after a refused batch")
+    dist.all_reduce(x)
+    job.check(bool((x == w * (w + 1) / 2).all().item()), "all_reduce after a refused batch")
+    dist.destroy_process_group(group)
+
+
 def test_refusals(job):
     """What weft cannot do is a clear exception naming the op, never a wrong result. (Tensors on the wrong
     device need a second device: tests/torch/test_cuda.py. torch itself serves meta tensors.)"""
@@ -387,7 +434,8 @@ def main():
                      ("broadcast", test_broadcast), ("all_gather", test_all_gather),
                      ("reduce_scatter", test_reduce_scatter), ("async", test_async_returns_early),
                      ("barrier and objects", test_barrier_and_objects),
-                     ("rooted", test_rooted), ("all_to_all", test_all_to_all), ("send/recv", test_send_recv), ("subgroups", test_subgroups),
+                     ("rooted", test_rooted), ("all_to_all", test_all_to_all), ("send/recv", test_send_recv),
+                     ("batch_isend_irecv", test_batch_isend_irecv), ("subgroups", test_subgroups),
                      ("refusals", test_refusals)]:
         job.run(name, fn)
     job.finish()
