@@ -1,102 +1,17 @@
 // gtest main for the launched-world tests (tests/launch/launch.py starts
-// one process per rank): rank 0 prints the report, other ranks only their
-// failures, prefixed with the rank. Each process exits with its own result;
-// the launcher fails the run when any rank fails. A test still running
-// after WEFT_TEST_LIMIT_S (default 120 s) ends the process with exit code 3,
-// so a hang fails instead of blocking CI (the launcher then stops the rest).
-#include <unistd.h>
-
-#include <chrono>
-#include <condition_variable>
-#include <cstdio>
+// one process per rank; WEFT_TEST_RANK says which): rank 0 prints the
+// report, the others their failures (tests/common/rank_listeners.h). Each
+// process exits with its own result, and the launcher fails the run when any
+// rank fails. A test past its time limit ends the process with exit code 3
+// (the launcher then stops the rest).
 #include <cstdlib>
-#include <mutex>
-#include <string>
-#include <thread>
 
 #include "gtest/gtest.h"
-
-namespace {
-
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  // The test's name is kept here: gtest calls OnTestPartResult with its own
-  // lock held, which UnitTest::current_test_info() takes again (a rank's
-  // first failure then hung it instead of printing).
-  void OnTestStart(const ::testing::TestInfo& t) override {
-    name_ = std::string(t.test_suite_name()) + "." + t.name();
-  }
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (!r.failed()) return;
-    std::fprintf(stderr, "[rank %d] %s: %s:%d: %s\n", rank_, name_.empty() ? "?" : name_.c_str(),
-                 r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-  std::string name_;
-};
-
-class Watchdog : public ::testing::EmptyTestEventListener {
- public:
-  Watchdog(int rank, std::chrono::seconds limit) : rank_(rank), limit_(limit), thread_([this] { Run(); }) {}
-  ~Watchdog() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void OnTestStart(const ::testing::TestInfo& t) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    name_ = std::string(t.test_suite_name()) + "." + t.name();
-    deadline_ = std::chrono::steady_clock::now() + limit_;
-    armed_ = true;
-  }
-  void OnTestEnd(const ::testing::TestInfo&) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    armed_ = false;
-  }
-
- private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(200));
-      if (armed_ && std::chrono::steady_clock::now() > deadline_) {
-        std::fprintf(stderr, "[rank %d] %s ran past its %lld s limit\n", rank_, name_.c_str(),
-                     static_cast<long long>(limit_.count()));
-        std::fflush(stderr);
-        std::_Exit(3);
-      }
-    }
-  }
-
-  const int rank_;
-  const std::chrono::seconds limit_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false, armed_ = false;
-  std::string name_;
-  std::chrono::steady_clock::time_point deadline_;
-  std::thread thread_;
-};
-
-}  // namespace
+#include "tests/common/rank_listeners.h"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   const char* r = std::getenv("WEFT_TEST_RANK");
-  const int rank = r != nullptr ? std::atoi(r) : 0;
-  const char* limit_env = std::getenv("WEFT_TEST_LIMIT_S");
-  const int limit = limit_env != nullptr && std::atoi(limit_env) > 0 ? std::atoi(limit_env) : 120;
-  ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
-  if (rank != 0) {
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new FailurePrinter(rank));
-  }
-  listeners.Append(new Watchdog(rank, std::chrono::seconds(limit)));
+  weft::testing::InstallRankListeners(r != nullptr ? std::atoi(r) : 0, [] { std::_Exit(3); });
   return RUN_ALL_TESTS();
 }
