@@ -13,6 +13,11 @@
 //                       0: unchecked, which is unsafe: ranks that disagree may
 //                       get wrong elements or wait out the timeout. Must be the
 //                       same on every rank.
+//   WEFT_HIER           which collectives of a multi-node MPI or UCX world go
+//                       hierarchical (comm/p2p/topology.h): auto (default),
+//                       on, off, or all_reduce=1M,broadcast=off,...; read
+//                       when a communicator is made, a bad value fails it.
+//                       Must be the same on every rank.
 //   WEFT_BOOTSTRAP_TIMEOUT_MS  how long forming a world may take (300000)
 //   WEFT_SOCKET_IFNAME  the interfaces the bootstrap root may listen on, as
 //                       NCCL_SOCKET_IFNAME: "eth,ib" prefixes, "^docker"

@@ -55,6 +55,8 @@ class Root {
   bool Frame(Conn& c, FrameType type, std::string payload);
   bool Answer();
   void Fail(const absl::Status& s);
+  // After Fail has told every rank: waits for them to close (bounded by d).
+  void Farewell(Deadline d);
   std::string Missing() const;
   std::string Who(const Conn& c) const { return absl::StrFormat("rank %d (from %s)", c.rank, c.peer); }
 
@@ -105,8 +107,36 @@ void Root::Fail(const absl::Status& s) {
       (void)WriteAll(c->fd.get(), payload.data(), payload.size(), d, "error to a rank");
     }
   }
+  Farewell(d);
   conns_.clear();
   done_ = true;
+}
+
+void Root::Farewell(Deadline d) {
+  // Closing a socket whose input is unread resets the connection, and the
+  // reset can discard the error before its rank reads it: half-close each,
+  // then drop what the ranks still send until they close (having read the
+  // error) or the deadline passes.
+  std::vector<pollfd> open;
+  for (auto& c : conns_) {
+    if (!c->fd.valid()) continue;
+    shutdown(c->fd.get(), SHUT_WR);
+    open.push_back({c->fd.get(), POLLIN, 0});
+  }
+  char sink[4096];
+  while (!open.empty()) {
+    const int left = MsLeft(d);
+    if (left <= 0 || poll(open.data(), open.size(), left) <= 0) break;
+    for (size_t i = 0; i < open.size();) {
+      const ssize_t r = open[i].revents != 0 ? recv(open[i].fd, sink, sizeof(sink), MSG_DONTWAIT) : 1;
+      const bool again = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+      if (r > 0 || again) {
+        open[i++].revents = 0;
+      } else {
+        open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));  // closed or reset: done with it
+      }
+    }
+  }
 }
 
 bool Root::Hello(Conn& c) {

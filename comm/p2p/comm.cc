@@ -1,7 +1,14 @@
 #include "comm/p2p/comm.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap/bootstrap.h"
 #include "comm/p2p/check.h"
 #include "comm/p2p/exchange.h"
+#include "core/env.h"
 #include "core/status.h"
 
 namespace weft {
@@ -10,6 +17,17 @@ namespace {
 
 // Segments past this would overflow MPI's int counts (and any cache).
 constexpr size_t kMaxSegmentBytes = size_t{1} << 30;
+
+// What each rank tells the others to find the topology: its node key
+// (host name and boot id, padded as comm/ucx does) and its table's hash.
+struct NodeEntry {
+  char key[320];
+  uint64_t table;
+};
+
+// Set while a hierarchy splits its world: the communicators it makes are
+// its parts, not worlds of their own.
+thread_local bool making_hierarchy = false;
 
 }  // namespace
 
@@ -24,8 +42,58 @@ P2pComm::~P2pComm() {
 
 absl::Status P2pComm::AttachSharedMemory(const ShmBootstrap& bootstrap) {
   const size_t round = options().segment_bytes != 0 ? SegmentBytes() : tuning_.shm_round_bytes;
+  // A bad WEFT_HIER fails the init after the collective steps, which every
+  // rank takes, so that none is left waiting.
+  const char* spec = std::getenv("WEFT_HIER");
+  const absl::StatusOr<HierTable> table = ParseHierTable(spec == nullptr ? "" : spec);
   ASSIGN_OR_RETURN(shm_, NodeShm::Create(rank(), size(), round, bootstrap));
+  if (shm_ != nullptr || size() == 1 || making_hierarchy) return table.status();
+  return AttachHierarchy(table, spec == nullptr ? "" : spec);
+}
+
+absl::Status P2pComm::AttachHierarchy(const absl::StatusOr<HierTable>& table, const char* spec) {
+  NodeEntry mine = {};
+  const std::string key = bootstrap::NodeKey();
+  std::memcpy(mine.key, key.data(), std::min(key.size(), sizeof(mine.key) - 1));
+  // A rank with a bad table still takes part, so every rank learns of it.
+  mine.table = table.ok() ? table->Hash() : 0;
+  std::vector<NodeEntry> all(static_cast<size_t>(size()));
+  RETURN_IF_ERROR(p2p::AllGather(MakeEngine(), &mine, all.data(), sizeof(NodeEntry), DataType::kUint8));
+  if (!table.ok()) return table.status();
+  for (int q = 0; q < size(); ++q) {
+    if (all[static_cast<size_t>(q)].table != mine.table) {
+      return InvalidArgument("rank %d: WEFT_HIER=\"%s\" here gives another table than rank %d's; it must be the "
+                             "same on every rank (%s)", rank(), spec, q,
+                             all[static_cast<size_t>(q)].table == 0 ? "that rank's value is bad: see its error"
+                                                                    : "each rank would pick its own path");
+    }
+  }
+  std::vector<std::string> keys;
+  for (const NodeEntry& e : all) keys.emplace_back(e.key, strnlen(e.key, sizeof(e.key)));
+  topo_ = Topology::FromKeys(keys);
+  table_ = *table;
+  if (!HierarchyApplies(table_, topo_)) {
+    Log(LogLevel::kInfo, "rank %d: %s, flat collectives (%s)", rank(), topo_.Describe(),
+        topo_.nodes() < 2 ? "one node" : !table_.any() ? "WEFT_HIER=off" : !topo_.uniform()
+            ? "the hierarchy needs the same number of ranks on every node" : "one rank per node");
+    return absl::OkStatus();
+  }
+  making_hierarchy = true;
+  absl::StatusOr<std::unique_ptr<Hierarchy>> made =
+      Hierarchy::Make(rank(), topo_, [this](int color, int key) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+        ASSIGN_OR_RETURN(std::unique_ptr<Communicator> part, DoSplit(color, key));
+        if (auto* p = dynamic_cast<P2pComm*>(part.get())) p->check_ = false;
+        return part;
+      });
+  making_hierarchy = false;
+  RETURN_IF_ERROR(made.status());
+  hier_ = std::move(*made);
+  Log(LogLevel::kInfo, "rank %d: %s, hierarchical: %s", rank(), topo_.Describe(), table_.Describe());
   return absl::OkStatus();
+}
+
+void P2pComm::DoAbort() {
+  if (hier_ != nullptr) hier_->Abort();
 }
 
 absl::Status P2pComm::Usable() const {
@@ -85,6 +153,9 @@ absl::Status P2pComm::DoAllReduce(const void* send, void* recv, size_t count, Da
   RETURN_IF_ERROR(Usable());
   if (shm_ != nullptr && count > 0) return Settle(shm_->AllReduce(send, recv, count, t, op, Wait()));
   if (count > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kAllReduce, t, count, op)));
+  if (Hierarchical(HierKind::kAllReduce, count * ElementSize(t))) {
+    return Settle(hier_->AllReduce(send, recv, count, t, op));
+  }
   return p2p::AllReduce(MakeEngine(), send, recv, count, t, op);
 }
 
@@ -92,6 +163,9 @@ absl::Status P2pComm::DoReduceScatter(const void* send, void* recv, size_t recvc
   RETURN_IF_ERROR(Usable());
   if (shm_ != nullptr && recvcount > 0) return Settle(shm_->ReduceScatter(send, recv, recvcount, t, op, Wait()));
   if (recvcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kReduceScatter, t, recvcount, op)));
+  if (Hierarchical(HierKind::kReduceScatter, recvcount * static_cast<size_t>(size()) * ElementSize(t))) {
+    return Settle(hier_->ReduceScatter(send, recv, recvcount, t, op));
+  }
   return p2p::ReduceScatter(MakeEngine(), send, recv, recvcount, t, op);
 }
 
@@ -104,6 +178,9 @@ absl::Status P2pComm::DoAllGather(const void* send, void* recv, size_t sendcount
     return Settle(shm_->AllGather(send, recv, sendcount, t, Wait()));
   }
   if (sendcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kAllGather, t, sendcount)));
+  if (Hierarchical(HierKind::kAllGather, sendcount * static_cast<size_t>(size()) * ElementSize(t))) {
+    return Settle(hier_->AllGather(send, recv, sendcount, t));
+  }
   return p2p::AllGather(MakeEngine(), send, recv, sendcount, t);
 }
 
@@ -115,6 +192,7 @@ absl::Status P2pComm::DoBroadcast(const void* send, void* recv, size_t count, Da
     return Settle(shm_->Broadcast(send, recv, count, t, root, Wait()));
   }
   if (bytes > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kBroadcast, t, count, RedOp::kSum, root)));
+  if (Hierarchical(HierKind::kBroadcast, bytes)) return Settle(hier_->Broadcast(send, recv, count, t, root));
   return p2p::Broadcast(MakeEngine(), send, recv, bytes, root);
 }
 

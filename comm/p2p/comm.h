@@ -26,9 +26,11 @@
 #include "comm/p2p/backoff.h"
 #include "comm/p2p/check.h"
 #include "comm/p2p/collectives.h"
+#include "comm/p2p/hierarchy.h"
 #include "comm/p2p/outbox.h"
 #include "comm/p2p/schedule.h"
 #include "comm/p2p/shm.h"
+#include "comm/p2p/topology.h"
 
 namespace weft {
 namespace p2p {
@@ -58,10 +60,16 @@ class P2pComm : public Communicator {
   P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning = Tuning{});
   ~P2pComm() override;
   bool shared_memory() const { return shm_ != nullptr; }
+  // Where the ranks run (empty on one node), and the hierarchy of a
+  // multi-node world (null: flat; topology.h says when).
+  const Topology& topology() const { return topo_; }
+  const Hierarchy* hierarchy() const { return hier_.get(); }
 
  protected:
   // Collective: sets up the shared-memory rounds when every rank is on this
-  // node (and WEFT_SHM allows it). Errors only when the ranks could not agree.
+  // node (and WEFT_SHM allows it), else finds the topology and, where it
+  // has several nodes, the hierarchy (topology.h). Errors when the ranks
+  // could not agree, or WEFT_HIER is bad or not the same on every rank.
   absl::Status AttachSharedMemory(const ShmBootstrap& bootstrap);
 
   absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
@@ -83,6 +91,8 @@ class P2pComm : public Communicator {
   absl::Status DoAllToAllv(const void* send, const std::vector<size_t>& sendcounts, const std::vector<size_t>& sdispls,
                            void* recv, const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls,
                            DataType t, void* stream) override;
+  // Aborts the hierarchy's communicators too.
+  void DoAbort() override;
   // On one node the shared-memory rounds stage from and store into pieces.
   bool ReducesPieces() const override { return shm_ != nullptr; }
   absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
@@ -142,7 +152,19 @@ class P2pComm : public Communicator {
   std::unique_ptr<unsigned char[]> scratch_;
   std::unique_ptr<Outbox> outbox_;  // made by the first send
   size_t scratch_bytes_ = 0;
-  const bool check_;  // WEFT_CHECK_CALLS
+  // The node key exchange, the table and the hierarchy's splits.
+  absl::Status AttachHierarchy(const absl::StatusOr<HierTable>& table, const char* spec);
+  // Whether a call of `bytes` goes hierarchical.
+  bool Hierarchical(HierKind kind, size_t bytes) const {
+    return hier_ != nullptr && UseHierarchy(table_, kind, bytes, topo_);
+  }
+
+  Topology topo_;
+  HierTable table_;
+  std::unique_ptr<Hierarchy> hier_;
+  // WEFT_CHECK_CALLS; off in a hierarchy's own communicators, whose calls
+  // the world's check has already matched.
+  bool check_;
   uint64_t checked_ = 0;  // point-to-point checks, the same count on every rank
   // Per peer: sends and receives so far, numbered in their headers.
   std::vector<uint64_t> sent_, received_;

@@ -147,8 +147,14 @@ def rank_env(args, rank, node, port, scratch):
     return env
 
 
+def node_of(args, rank):
+    # block: ranks 0..per_node-1 on node 0, and so on (torchrun's and Slurm's
+    # default); cyclic: rank r on node r % nodes (Slurm's --distribution=cyclic).
+    return rank // args.per_node if args.placement == "block" else rank % args.nodes
+
+
 def start_rank(args, rank, port, scratch):
-    node = rank // args.per_node
+    node = node_of(args, rank)
     # Its own UTS namespace gives the node its own hostname; the command is
     # exec'd throughout, so the rank's pid is the one Popen returns.
     wrapped = ["ip", "netns", "exec", node_ns(node), "unshare", "--uts", "sh", "-c",
@@ -170,6 +176,7 @@ def main():
     p.add_argument("--rate", default=None, help="tbf rate on every node's link, e.g. 1gbit")
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument("--port", type=int, default=29611, help="the bootstrap root's port on node 0")
+    p.add_argument("--placement", choices=("block", "cyclic"), default="block", help="how ranks map to nodes")
     # Not sm: these nodes share one kernel's /dev/shm, and UCX's shared-memory
     # transports carry their traffic past the links (a cut link goes unseen).
     p.add_argument("--ucx-tls", default="tcp,self", help="UCX_TLS for every rank")
@@ -213,7 +220,7 @@ def main():
         codes = [None] * np_
         ended = [None] * np_
         faulted = None  # when the fault happened
-        victims = set(range(fault_node * args.per_node, (fault_node + 1) * args.per_node)) if args.kill else set()
+        victims = {r for r in range(np_) if node_of(args, r) == fault_node} if args.kill else set()
         while any(c is None for c in codes):
             now = time.monotonic()
             for r, pr in enumerate(procs):

@@ -242,7 +242,7 @@ TEST(Bootstrap, RankLeavingEarlyFailsTheWaitingRanks) {
   EXPECT_TRUE(absl::IsInternal(got[2]));
   for (int r : {0, 1}) {
     EXPECT_TRUE(absl::IsUnavailable(got[static_cast<size_t>(r)])) << got[static_cast<size_t>(r)];
-    EXPECT_NE(got[static_cast<size_t>(r)].message().find("rank 2 left"), std::string::npos);
+    EXPECT_NE(got[static_cast<size_t>(r)].message().find("rank 2 left"), std::string::npos) << got[static_cast<size_t>(r)];
   }
 }
 

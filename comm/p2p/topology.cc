@@ -1,0 +1,151 @@
+#include "comm/p2p/topology.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/status.h"
+
+namespace weft {
+namespace p2p {
+namespace {
+
+constexpr std::array<const char*, kNumHierKinds> kNames = {"all_reduce", "reduce_scatter", "all_gather",
+                                                           "broadcast"};
+
+// "64K", "1M", "0", "1048576": bytes; false for anything else.
+bool ParseBytes(std::string s, size_t* out) {
+  uint64_t scale = 1;
+  if (!s.empty()) {
+    switch (std::toupper(static_cast<unsigned char>(s.back()))) {
+      case 'K': scale = uint64_t{1} << 10; break;
+      case 'M': scale = uint64_t{1} << 20; break;
+      case 'G': scale = uint64_t{1} << 30; break;
+      default: break;
+    }
+    if (scale != 1) s.pop_back();
+  }
+  uint64_t v = 0;
+  if (s.empty() || !absl::SimpleAtoi(s, &v) || v > SIZE_MAX / scale) return false;
+  *out = static_cast<size_t>(v * scale);
+  return true;
+}
+
+std::string Bytes(size_t b) {
+  if (b == HierTable::kNever) return "never";
+  if (b == 0) return "always";
+  if (b % (size_t{1} << 20) == 0) return absl::StrFormat("from %zu MiB", b >> 20);
+  if (b % (size_t{1} << 10) == 0) return absl::StrFormat("from %zu KiB", b >> 10);
+  return absl::StrFormat("from %zu bytes", b);
+}
+
+}  // namespace
+
+bool Topology::uniform() const {
+  return std::all_of(ranks_of.begin(), ranks_of.end(),
+                     [&](const std::vector<int>& r) { return r.size() == ranks_of.front().size(); });
+}
+
+std::string Topology::Describe() const {
+  if (uniform()) return absl::StrFormat("%d node%s x %d rank%s", nodes(), nodes() == 1 ? "" : "s", local_size(),
+                                        local_size() == 1 ? "" : "s");
+  std::vector<size_t> counts;
+  for (const std::vector<int>& r : ranks_of) counts.push_back(r.size());
+  return absl::StrFormat("%d nodes (%s ranks)", nodes(), absl::StrJoin(counts, ", "));
+}
+
+Topology Topology::FromKeys(const std::vector<std::string>& keys) {
+  Topology t;
+  std::map<std::string, int> index;
+  for (size_t r = 0; r < keys.size(); ++r) {
+    auto [it, fresh] = index.emplace(keys[r], static_cast<int>(t.ranks_of.size()));
+    if (fresh) t.ranks_of.emplace_back();
+    std::vector<int>& mates = t.ranks_of[static_cast<size_t>(it->second)];
+    t.node_of.push_back(it->second);
+    t.local_of.push_back(static_cast<int>(mates.size()));
+    mates.push_back(static_cast<int>(r));
+  }
+  return t;
+}
+
+const char* Name(HierKind k) { return kNames[static_cast<size_t>(k)]; }
+
+bool HierTable::any() const {
+  return std::any_of(from_bytes.begin(), from_bytes.end(), [](size_t b) { return b != kNever; });
+}
+
+std::string HierTable::Describe() const {
+  std::vector<std::string> parts;
+  for (int k = 0; k < kNumHierKinds; ++k) {
+    parts.push_back(absl::StrFormat("%s %s", kNames[static_cast<size_t>(k)], Bytes(from_bytes[static_cast<size_t>(k)])));
+  }
+  if (single_rank_nodes) parts.push_back("also with one rank per node");
+  return absl::StrJoin(parts, ", ");
+}
+
+uint64_t HierTable::Hash() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (size_t b : from_bytes) mix(b);
+  mix(single_rank_nodes ? 1 : 0);
+  return h;
+}
+
+// From bench/results/hierarchy.md: below these sizes the three steps' extra
+// latency costs more than the inter-node bytes they save.
+HierTable DefaultHierTable() {
+  HierTable t;
+  t.from_bytes = {size_t{256} << 10, size_t{256} << 10, size_t{256} << 10, size_t{256} << 10};
+  return t;
+}
+
+absl::StatusOr<HierTable> ParseHierTable(const std::string& spec) {
+  HierTable t = DefaultHierTable();
+  if (spec.empty() || spec == "auto") return t;
+  if (spec == "off") {
+    t.from_bytes.fill(HierTable::kNever);
+    return t;
+  }
+  if (spec == "on") {
+    t.from_bytes.fill(0);
+    t.single_rank_nodes = true;
+    return t;
+  }
+  for (absl::string_view item : absl::StrSplit(spec, ',')) {
+    const std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    const auto name = std::find(kNames.begin(), kNames.end(), kv[0]);
+    if (kv.size() != 2 || name == kNames.end()) {
+      return InvalidArgument("WEFT_HIER=\"%s\": \"%s\" is not COLLECTIVE=BYTES with COLLECTIVE one of all_reduce, "
+                             "reduce_scatter, all_gather, broadcast (or the whole value auto, on or off)",
+                             spec, std::string(item));
+    }
+    size_t& from = t.from_bytes[static_cast<size_t>(name - kNames.begin())];
+    if (kv[1] == "off") {
+      from = HierTable::kNever;
+    } else if (!ParseBytes(kv[1], &from)) {
+      return InvalidArgument("WEFT_HIER=\"%s\": \"%s\" for %s is neither off nor a byte count such as 0, 65536, "
+                             "64K or 1M", spec, kv[1], kv[0]);
+    }
+  }
+  return t;
+}
+
+bool HierarchyApplies(const HierTable& table, const Topology& topo) {
+  return table.any() && topo.nodes() >= 2 && topo.uniform() && (topo.local_size() >= 2 || table.single_rank_nodes);
+}
+
+bool UseHierarchy(const HierTable& table, HierKind kind, size_t bytes, const Topology& topo) {
+  return HierarchyApplies(table, topo) && bytes > 0 && bytes >= table.from_bytes[static_cast<size_t>(kind)];
+}
+
+}  // namespace p2p
+}  // namespace weft

@@ -1,0 +1,94 @@
+// Where a point-to-point communicator's ranks run, and which collectives go
+// hierarchical over it: plans as pure functions of data every rank shares,
+// so every rank picks the same path for a call.
+//
+// A multi-node world (ranks on more than one host, told apart by their
+// bootstrap::NodeKey, host name and boot id) can run its large collectives
+// in three steps, as NCCL's, Horovod's and UCC's hierarchical algorithms do:
+// within each node over shared memory, across nodes among the ranks of equal
+// local rank (each carries its node's share, so every inter-node link moves
+// one node's worth, not the whole ring's), and within each node again
+// (comm/p2p/hierarchy.h). Whether a call does is a table kept as data: per
+// collective, the bytes from which it pays, which WEFT_HIER overrides:
+//
+//   WEFT_HIER=auto            the table below (the default)
+//   WEFT_HIER=off             always flat
+//   WEFT_HIER=on              always hierarchical where the topology allows
+//                             (also with one rank per node)
+//   WEFT_HIER=all_reduce=1M,broadcast=off,all_gather=0
+//                             per collective: from this many bytes (K, M, G
+//                             suffixes), off, or 0 (always); others keep the
+//                             table's
+//
+// The hierarchy needs every node to hold the same number of ranks; other
+// layouts stay flat (WEFT_DEBUG=INFO says so at init).
+#ifndef WEFT_COMM_P2P_TOPOLOGY_H_
+#define WEFT_COMM_P2P_TOPOLOGY_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace weft {
+namespace p2p {
+
+struct Topology {
+  // Nodes are numbered in the order their first rank appears (rank 0's is
+  // node 0); each node's ranks in rank order are its local ranks.
+  std::vector<int> node_of;                // per rank
+  std::vector<int> local_of;               // per rank
+  std::vector<std::vector<int>> ranks_of;  // per node: its ranks, in rank order
+
+  int nodes() const { return static_cast<int>(ranks_of.size()); }
+  int size() const { return static_cast<int>(node_of.size()); }
+  // Every node holds the same number of ranks.
+  bool uniform() const;
+  // Ranks per node, where uniform().
+  int local_size() const { return ranks_of.empty() ? 0 : static_cast<int>(ranks_of.front().size()); }
+  int RankAt(int node, int local) const { return ranks_of[static_cast<size_t>(node)][static_cast<size_t>(local)]; }
+  // "2 nodes x 2 ranks" or "3 nodes (2, 2, 1 ranks)".
+  std::string Describe() const;
+
+  // From every rank's node key, in rank order.
+  static Topology FromKeys(const std::vector<std::string>& keys);
+};
+
+enum class HierKind : int { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast };
+inline constexpr int kNumHierKinds = 4;
+const char* Name(HierKind k);
+
+struct HierTable {
+  static constexpr size_t kNever = SIZE_MAX;
+  // Per HierKind: the message bytes (the whole buffer: all_reduce's count,
+  // reduce_scatter's input, all_gather's output, broadcast's message) from
+  // which the call goes hierarchical.
+  std::array<size_t, kNumHierKinds> from_bytes{};
+  // Also with one rank per node (WEFT_HIER=on): for tests, which then reach
+  // the inter-node step alone.
+  bool single_rank_nodes = false;
+
+  bool any() const;
+  // "all_reduce from 64 KiB, reduce_scatter from 64 KiB, ..."
+  std::string Describe() const;
+  // A hash every rank compares at init: ranks whose WEFT_HIER differ would
+  // pick different paths for one call.
+  uint64_t Hash() const;
+};
+
+// The table measured on namespaced nodes (docs/performance.md).
+HierTable DefaultHierTable();
+// WEFT_HIER's value (see above); an empty value is the default table.
+absl::StatusOr<HierTable> ParseHierTable(const std::string& spec);
+// Whether the topology admits the hierarchy under `table` at all.
+bool HierarchyApplies(const HierTable& table, const Topology& topo);
+// Whether a call of `bytes` goes hierarchical.
+bool UseHierarchy(const HierTable& table, HierKind kind, size_t bytes, const Topology& topo);
+
+}  // namespace p2p
+}  // namespace weft
+
+#endif  // WEFT_COMM_P2P_TOPOLOGY_H_
