@@ -8,14 +8,18 @@
     loss = model(x).sum(); loss.backward(); opt.step()
     state = model.full_state_dict()                 # rank 0: the module's own keys, full fp32
 
-Units. Each direct child of the module (or each instance of the classes in
-`wrap_classes`) is one shard group; the parameters left over (the root's own,
-and those of children outside any unit) form the root unit, gathered for the
-whole step. A unit's parameters are removed from their modules and replaced
+Units (weft/_units.py says how they are chosen, as torch FSDP's auto-wrap:
+containers such as nn.ModuleList are recursed into; `wrap_classes` names
+block classes, e.g. [LlamaDecoderLayer] or ["LlamaDecoderLayer"]). Each unit
+is one shard group; the parameters left over (the root's own, those of
+modules outside any unit, and those shared by two units) form the root unit,
+gathered for the whole step. A unit's parameters are removed from their modules and replaced
 by views into one full buffer per unit, which this adapter owns: reshard
 frees the buffer's storage (resize to 0) and unshard restores it and has
 weft all-gather into it, so the tensors autograd saved in forward see the
-gathered values again in backward.
+gathered values again in backward. While a unit is resharded its modules
+hold empty placeholders: a parameter read outside its unit's forward fails
+with an error naming the units not gathered.
 
 Step. A weft shard schedule (weft.shard.ShardSchedule, weftShardSchedule_t)
 drives the units: before a unit's forward it waits for the unit's all-gather

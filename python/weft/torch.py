@@ -22,11 +22,16 @@ current at forward(), which then waits for the averages; any other stream a
 gradient was produced on is made to wait for that one. Nothing synchronises
 the device, as with torch's DDP over NCCL.
 
-Gradient-as-bucket-view on CUDA makes each .grad a torch CUDA tensor over
-the reducer's device memory without a copy (weft/_devices.py says how). It
-does not own the memory; it stays valid until the buckets are rebuilt (once,
-after the first backward: the adapter then re-wraps every .grad) or the
-wrapper is destroyed.
+Gradient-as-bucket-view makes each .grad a tensor over the reducer's memory
+(on CUDA, device memory: weft/_devices.py says how) without a copy. It holds
+the reducer, so it stays valid after the wrapper is collected; the buckets
+are rebuilt once, after the first backward, and the adapter then re-wraps
+every .grad: a reference to a .grad taken before that rebuild is to the old
+slot, which the rebuild frees (take them after the first step).
+
+Parameters at construction, and buffers at each forward (broadcast_buffers),
+are rank 0's on every rank: any dtype (bool masks too) and any layout (a
+non-contiguous buffer is written in place).
 """
 
 import contextlib
