@@ -171,6 +171,23 @@ class CallbackErrors(unittest.TestCase):
         self.assertIn("unknown buffer 0x%x" % buf.data_ptr(), str(e))
 
 
+    def test_fsdp_gather_in_backward_raises(self):
+        def body(rank, comm):
+            f = weft.torch.FullyShardedDataParallel(mlp(), comm=comm, zero_stage=3)
+            out = f(torch.randn(3, 5))
+
+            def no_room():
+                raise MemoryError("no room to gather unit 0 again")
+            f._units[0].alloc = no_room  # the schedule's acquire, as backward gathers the unit again
+            try:
+                out.sum().backward()
+            except MemoryError as e:
+                return str(e)
+            return None
+        self.assertEqual(on_ranks(1, body)[0], "no room to gather unit 0 again",
+                         "backward did not raise what the acquire callback raised")
+
+
 class Holder(nn.Module):
     """Blocks kept in containers of every kind: a ModuleDict of Sequentials, a ModuleList, a ParameterList,
     and a holder class without a forward."""
