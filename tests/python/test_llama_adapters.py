@@ -72,6 +72,28 @@ class LlamaThroughWeft(unittest.TestCase):
         self.assertEqual(tied, ["model", ""], "lm_head holds only the tied weight, which goes to the root")
         self.assertEqual(root, ["model.embed_tokens.weight"])
 
+    def test_bare_model_default_units(self):
+        """LlamaModel keeps its blocks in the ModuleList `layers`: each is a unit of its own, and a step
+        through them gives one process's gradients."""
+        base = llama().model
+        ids = self.data[0][0][:2]
+        want = {k: v for k, v in base.state_dict().items()}
+        ref = parity.copy.deepcopy(base)
+        ref(input_ids=ids).last_hidden_state.square().mean().backward()
+        with torch.no_grad():
+            for p in ref.parameters():
+                p.sub_(p.grad)
+
+        def step(r, comm):
+            f = weft.torch.FullyShardedDataParallel(parity.copy.deepcopy(base), comm=comm, zero_stage=3)
+            f(input_ids=ids).last_hidden_state.square().mean().backward()
+            torch.optim.SGD(f.parameters(), lr=1.0).step()
+            return [u.name for u in f._units], f.full_state_dict()
+        [(names, got)] = parity.on_ranks(1, step)
+        self.assertEqual(names, ["embed_tokens", "layers.0", "layers.1", "norm"])
+        parity.assert_close(self, got, ref.state_dict(), 1e-5, "LlamaModel, default units")
+        self.assertFalse(torch.equal(got["layers.0.mlp.up_proj.weight"], want["layers.0.mlp.up_proj.weight"]))
+
     def test_fsdp_decoder_layers_every_stage(self):
         for stage in (1, 2, 3):
             got, losses = parity.train_fsdp(self.models[False], self.data, loss_fn, 0.05, WORLD, stage,
