@@ -20,15 +20,16 @@ wrap_classes (module classes, or class names as HF Accelerate's
 of those classes a unit, as torch's ModuleWrapPolicy: `LlamaDecoderLayer`,
 `nn.TransformerEncoderLayer`. Everything else is in the root unit.
 
-A parameter belongs to the unit that holds every module it is registered on;
-one shared across units (tied input and output embeddings) goes to the root
-unit, which is gathered for the whole step, as torch FSDP puts shared
-parameters in a common ancestor. Refused at construction, each with the
-module or parameter named: a wrap_classes entry that is not a module class or
-name, or matches nothing; a unit module without a forward of its own; a unit
-module registered under two names (its forward would run twice in a step);
-parameters that are not float32 (the shards are float32 masters: compute in
-another dtype through MixedPrecision).
+A parameter belongs to the unit that holds every place it is registered at;
+one shared across units (tied input and output embeddings), or by a module
+registered under two names, goes to the root unit, which is gathered for the
+whole step, as torch FSDP puts shared parameters in a common ancestor. A unit
+whose forward runs more than once in a step is gathered for each call and its
+gradients summed, as autograd sums them. Refused at construction, each with
+the module or parameter named: a wrap_classes entry that is not a module
+class or name, or matches nothing; a unit module without a forward of its
+own; parameters that are not float32 (the shards are float32 masters:
+compute in another dtype through MixedPrecision).
 """
 
 import torch
@@ -110,21 +111,9 @@ def _class_units(module, wrap_classes):
     return units
 
 
-def _refuse_shared(module, units):
-    paths = {}
-    for qual, m in module.named_modules(remove_duplicate=False):
-        paths.setdefault(id(m), []).append(qual)
-    for qual, m in units:
-        if len(paths[id(m)]) > 1:
-            raise ValueError("weft FSDP: unit %s (%s) is registered under %s: its forward would run more than once "
-                             "in a step; make it one module per place, or leave it out of the units" %
-                             (qual, _kind(m), " and ".join(paths[id(m)])))
-
-
 def plan_units(module, wrap_classes=None):
     """(units, params) for `module`: see the module docstring."""
     units = _class_units(module, wrap_classes) if wrap_classes else _default_units(module)
-    _refuse_shared(module, units)
     prefixes = [qual + "." for qual, _ in units]
 
     def unit_of(qualname):

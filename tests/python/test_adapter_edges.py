@@ -236,6 +236,40 @@ class Units(unittest.TestCase):
         for k, g in want.items():
             self.assertTrue(torch.allclose(got[k], base.state_dict()[k] - g, atol=1e-6), k)
 
+    def test_shared_and_repeated_blocks(self):
+        """A block registered under two names and called at each, and a block called twice: the shared
+        block's parameters go to the root unit under both names; both step as one process does."""
+        class Shared(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.first = nn.Linear(4, 4)
+                self.again = self.first
+                self.twice = nn.Linear(4, 4)
+                self.head = nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.head(self.twice(torch.tanh(self.twice(self.again(torch.tanh(self.first(x)))))))
+        torch.manual_seed(0)
+        base, x = Shared(), torch.randn(4, 4)
+        ref = Shared()
+        ref.load_state_dict(base.state_dict())
+        ref(x).square().mean().backward()
+        want = {k: v - dict(ref.named_parameters(remove_duplicate=False))[k].grad
+                for k, v in ref.state_dict().items()}
+
+        def body(rank, comm):
+            m = Shared()
+            m.load_state_dict(base.state_dict())
+            f = weft.torch.FullyShardedDataParallel(m, comm=comm, zero_stage=3)
+            f(x[rank * 2:rank * 2 + 2]).square().mean().backward()
+            torch.optim.SGD(f.parameters(), lr=1.0).step()
+            return [u.name for u in f._units], f.full_state_dict()
+        names, got = on_ranks(2, body)[0]
+        self.assertEqual(names, ["twice", "head", ""], "first's parameters are also again's: the root unit's")
+        self.assertEqual(sorted(got), sorted(want))
+        for k, w in want.items():
+            self.assertLessEqual((got[k] - w).abs().max().item(), 1e-6, k)
+
     def refused(self, module, wrap_classes, *words):
         with self.assertRaises(ValueError) as ctx:
             on_ranks(1, lambda r, comm: weft.torch.FullyShardedDataParallel(module, comm=comm,
@@ -247,11 +281,6 @@ class Units(unittest.TestCase):
         self.refused(Holder(), [nn.ModuleList], "blocks (ModuleList)", "no forward")
         self.refused(Holder(), ["NoSuchBlock"], "'NoSuchBlock'", "Holder")
         self.refused(Holder(), [42], "42")
-        shared = nn.Sequential()
-        block = nn.Linear(3, 3)
-        shared.add_module("first", block)
-        shared.add_module("again", block)
-        self.refused(shared, None, "first and again")
         self.refused(mlp().double(), None, "0.weight", "torch.float64", "MixedPrecision")
 
     def test_parameters_read_outside_their_unit_are_named(self):
