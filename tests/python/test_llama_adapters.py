@@ -10,6 +10,7 @@ units hold it). 2 ranks as threads over the in-process backend; SGD with momentu
 over tokens; fp32 runs agree within 1e-4 of each tensor's scale (reduction order), bfloat16 within 5e-2.
 Exits 77 without torch or transformers (python/requirements-stacks.txt pins it)."""
 
+import copy
 import sys
 import unittest
 
@@ -78,14 +79,14 @@ class LlamaThroughWeft(unittest.TestCase):
         base = llama().model
         ids = self.data[0][0][:2]
         want = {k: v for k, v in base.state_dict().items()}
-        ref = parity.copy.deepcopy(base)
+        ref = copy.deepcopy(base)
         ref(input_ids=ids).last_hidden_state.square().mean().backward()
         with torch.no_grad():
             for p in ref.parameters():
                 p.sub_(p.grad)
 
         def step(r, comm):
-            f = weft.torch.FullyShardedDataParallel(parity.copy.deepcopy(base), comm=comm, zero_stage=3)
+            f = weft.torch.FullyShardedDataParallel(copy.deepcopy(base), comm=comm, zero_stage=3)
             f(input_ids=ids).last_hidden_state.square().mean().backward()
             torch.optim.SGD(f.parameters(), lr=1.0).step()
             return [u.name for u in f._units], f.full_state_dict()
