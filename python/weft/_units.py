@@ -28,7 +28,8 @@ whose forward runs more than once in a step is gathered for each call and its
 gradients summed, as autograd sums them. Refused at construction, each with
 the module or parameter named: a wrap_classes entry that is not a module
 class or name, or matches nothing; a unit module without a forward of its
-own; parameters that are not float32 (the shards are float32 masters:
+own; a unit whose parent reads its parameters directly (the out_proj of an
+nn.MultiheadAttention); parameters that are not float32 (the shards are float32 masters:
 compute in another dtype through MixedPrecision).
 """
 
@@ -36,6 +37,9 @@ import torch
 
 _NO_FORWARD = torch.nn.Module.forward
 _PARAM_HOLDERS = (torch.nn.ParameterList, torch.nn.ParameterDict)
+# Modules whose forward reads their children's parameters without calling the children (MultiheadAttention
+# passes out_proj.weight to F.multi_head_attention_forward): a child of one cannot be a unit.
+_READ_CHILDREN = (torch.nn.MultiheadAttention,)
 
 
 def _has_forward(m):
@@ -111,9 +115,20 @@ def _class_units(module, wrap_classes):
     return units
 
 
+def _refuse_read_children(module, units):
+    parents = {qual: m for qual, m in module.named_modules()}
+    for qual, m in units:
+        parent = qual.rpartition(".")[0]
+        if isinstance(parents[parent], _READ_CHILDREN):
+            raise ValueError("weft FSDP: %s (%s) cannot be a unit: its parent %s (%s) reads its parameters in its "
+                             "own forward without calling it; make the parent, or the block holding it, the unit" %
+                             (qual, _kind(m), parent or "the root", _kind(parents[parent])))
+
+
 def plan_units(module, wrap_classes=None):
     """(units, params) for `module`: see the module docstring."""
     units = _class_units(module, wrap_classes) if wrap_classes else _default_units(module)
+    _refuse_read_children(module, units)
     prefixes = [qual + "." for qual, _ in units]
 
     def unit_of(qualname):

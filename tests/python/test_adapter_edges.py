@@ -283,20 +283,32 @@ class Units(unittest.TestCase):
         self.refused(Holder(), [42], "42")
         self.refused(mlp().double(), None, "0.weight", "torch.float64", "MixedPrecision")
 
-    def test_parameters_read_outside_their_unit_are_named(self):
+    def test_multihead_attention_children_are_refused(self):
         layer = nn.TransformerEncoderLayer(8, nhead=2, dim_feedforward=16, dropout=0.0, batch_first=True)
+        self.refused(layer, [nn.Linear], "self_attn.out_proj (NonDynamicallyQuantizableLinear)",
+                     "self_attn (MultiheadAttention)")
+        self.refused(nn.MultiheadAttention(8, 2), None, "out_proj", "the root")
+
+    def test_parameters_read_outside_their_unit_are_named(self):
+        class Reads(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = nn.Linear(4, 4)
+                self.other = nn.Linear(4, 4)
+
+            def forward(self, x):  # inner's weight without inner's forward: it is not gathered
+                return torch.nn.functional.linear(x, self.inner.weight) + self.other(x)
 
         def body(rank, comm):
-            # MultiheadAttention reads out_proj's weight without calling out_proj: it cannot be a unit.
-            f = weft.torch.FullyShardedDataParallel(layer, comm=comm, wrap_classes=[nn.Linear])
+            f = weft.torch.FullyShardedDataParallel(Reads(), comm=comm)
             try:
-                f(torch.randn(2, 3, 8))
+                f(torch.randn(2, 4))
             except RuntimeError as e:
                 return str(e)
             return None
         msg = on_ranks(1, body)[0]
         self.assertIsNotNone(msg, "the forward ran on parameters that were never gathered")
-        self.assertIn("self_attn.out_proj (NonDynamicallyQuantizableLinear)", msg)
+        self.assertIn("inner (Linear)", msg)
 
 
 class CommArguments(unittest.TestCase):
