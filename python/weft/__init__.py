@@ -16,11 +16,13 @@ import ctypes
 from . import kernels
 from ._lib import WeftError
 from .comm import Communicator, init, init_in_process, launched_world_size
+
+Comm = Communicator  # the short name torch users reach for
 from .reducer import Reducer
 from .shard import ShardGroup, ShardSchedule
 from .stream import Stream
 
-__all__ = ["Communicator", "kernels", "Reducer", "ShardGroup", "ShardSchedule", "Stream", "WeftError", "init",
+__all__ = ["Comm", "Communicator", "kernels", "Reducer", "ShardGroup", "ShardSchedule", "Stream", "WeftError", "init",
            "init_in_process", "library_version"]
 
 

@@ -4,7 +4,7 @@ memory kind, and torch tensors over memory weft owns (bucket slots, shards).
 
     device = _module_device(module.named_parameters(), "DDP")   # cpu or cuda:N
     comm = _world_for(None, device, "DDP", "fc.weight")          # weft.init(device=N) for CUDA
-    grad = _tensor_at(address, count, torch.float32, device)    # no copy
+    grad = _tensor_at(address, count, torch.float32, device, owner=reducer)   # no copy; holds reducer
 
 CUDA memory is wrapped through the CUDA Array Interface: torch.as_tensor of
 an object exposing `nbytes` at `address` as uint8 on the memory's device,
@@ -23,23 +23,34 @@ from .comm import init
 
 
 class _CudaBytes:
-    """Just enough of the CUDA Array Interface for torch.as_tensor to alias `nbytes` at `address`."""
+    """Just enough of the CUDA Array Interface for torch.as_tensor to alias `nbytes` at `address`.
+    torch holds this object as long as the tensor's storage lives, and this object holds `owner`."""
 
-    def __init__(self, address, nbytes):
+    def __init__(self, address, nbytes, owner):
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
                                          "strides": None, "version": 2}
+        self.owner = owner
 
 
-def _tensor_at(address, count, dtype, device=None):
-    """A tensor over weft-owned memory (a bucket slot, a shard); it does not own it.
+def _host_bytes(address, nbytes, owner):
+    """A ctypes view of `nbytes` at `address` that holds `owner` (torch.frombuffer holds the view)."""
+    view = (ctypes.c_char * nbytes).from_address(address)
+    view._weft_owner = owner
+    return view
+
+
+def _tensor_at(address, count, dtype, device=None, owner=None):
+    """A tensor over weft-owned memory (a bucket slot, a shard); it does not own the memory, but its
+    storage holds `owner` (the Python object whose destruction frees it: a Reducer, a ShardGroup), so the
+    memory stays valid for as long as the tensor or any view of it lives, whatever the caller drops.
     device: None or a CPU device for host memory; the CUDA device the memory is on otherwise."""
     device = torch.device("cpu") if device is None else torch.device(device)
     if count == 0:
         return torch.empty(0, dtype=dtype, device=device)
     nbytes = count * torch.empty(0, dtype=dtype).element_size()
     if device.type == "cpu":
-        return torch.frombuffer((ctypes.c_char * nbytes).from_address(address), dtype=dtype, count=count)
-    raw = torch.as_tensor(_CudaBytes(address, nbytes), device=device)
+        return torch.frombuffer(_host_bytes(address, nbytes, owner), dtype=dtype, count=count)
+    raw = torch.as_tensor(_CudaBytes(address, nbytes, owner), device=device)
     if raw.data_ptr() != address:  # torch placed it elsewhere: a copy would silently detach from weft's memory
         raise RuntimeError("weft: wrapping CUDA memory at 0x%x as a tensor on %s gave a copy at 0x%x (is the "
                            "memory on another device?)" % (address, device, raw.data_ptr()))

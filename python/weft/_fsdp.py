@@ -8,14 +8,18 @@
     loss = model(x).sum(); loss.backward(); opt.step()
     state = model.full_state_dict()                 # rank 0: the module's own keys, full fp32
 
-Units. Each direct child of the module (or each instance of the classes in
-`wrap_classes`) is one shard group; the parameters left over (the root's own,
-and those of children outside any unit) form the root unit, gathered for the
-whole step. A unit's parameters are removed from their modules and replaced
+Units (weft/_units.py says how they are chosen, as torch FSDP's auto-wrap:
+containers such as nn.ModuleList are recursed into; `wrap_classes` names
+block classes, e.g. [LlamaDecoderLayer] or ["LlamaDecoderLayer"]). Each unit
+is one shard group; the parameters left over (the root's own, those of
+modules outside any unit, and those shared by two units) form the root unit,
+gathered for the whole step. A unit's parameters are removed from their modules and replaced
 by views into one full buffer per unit, which this adapter owns: reshard
 frees the buffer's storage (resize to 0) and unshard restores it and has
 weft all-gather into it, so the tensors autograd saved in forward see the
-gathered values again in backward.
+gathered values again in backward. While a unit is resharded its modules
+hold empty placeholders: a parameter read outside its unit's forward fails
+with an error naming the units not gathered.
 
 Step. A weft shard schedule (weft.shard.ShardSchedule, weftShardSchedule_t)
 drives the units: before a unit's forward it waits for the unit's all-gather
@@ -63,6 +67,8 @@ from .shard import ShardGroup, ShardSchedule
 from .stream import Stream
 from . import _optim_state
 from ._devices import _module_device, _world_for
+from ._sync import broadcast_state
+from ._units import plan_units
 
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
@@ -80,10 +86,19 @@ class MixedPrecision:
 
 
 class _Unit:
-    """One shard group: its parameters' owners, the weft group, the full buffer and its views."""
+    """One shard group: its parameters' owners, the weft group, the full buffer and its views.
 
-    def __init__(self, index, module, entries, comm, layout, mp, reduction, replicas, device):
-        self.index, self.module, self.entries = index, module, entries  # entries: (owner, attr, qualname, param)
+    While the buffer is freed, the owners' attributes hold empty placeholders instead of the views: a
+    parameter read outside its unit's forward then fails with a shape error (which the adapter's forward
+    names the unit in) instead of reading freed memory."""
+
+    def __init__(self, index, name, module, members, comm, layout, mp, reduction, replicas, device):
+        # members: ([(owner, attr, qualname), ...], param); entries: (owner, attr, qualname, param), the first
+        # name of each (the group's, the optimizer state's); quals: every name a parameter has (tied ones).
+        self.index, self.name, self.module = index, name, module
+        self.entries = [names[0] + (p,) for names, p in members]
+        self.quals = [[q for _, _, q in names] for names, _ in members]
+        entries = self.entries
         self.group = ShardGroup(comm, [tuple(p.shape) for _, _, _, p in entries],
                                 names=[q for _, _, q, _ in entries], layout=layout,
                                 param_dtype=_DTYPE_NAMES[mp.param_dtype], reduce_dtype=_DTYPE_NAMES[mp.reduce_dtype],
@@ -97,17 +112,24 @@ class _Unit:
         self.shard_param = torch.nn.Parameter(self.master)
         numel, offsets = self.group.full_layout()
         self.full = torch.empty(numel, dtype=mp.param_dtype, device=device)
-        self.views = []
-        for (owner, attr, _, p), off in zip(entries, offsets):
+        self.views, self.slots = [], []  # slots: (owner, attr, index into views), one per distinct place
+        for (names, p), off in zip(members, offsets):
             v = self.full[off:off + p.numel()].view(p.shape)
             v.requires_grad_(p.requires_grad)
+            for owner, attr, _ in names:
+                if attr in owner._parameters:  # a module shared by two paths lists its place twice
+                    del owner._parameters[attr]
+                    self.slots.append((owner, attr, len(self.views)))
             self.views.append(v)
-            del owner._parameters[attr]
-            setattr(owner, attr, v)
-        self.gathered = True  # the buffer holds memory (freed by the adapter's __init__)
+        self.placeholders = [torch.empty((0,) * v.dim(), dtype=mp.param_dtype, device=device) for v in self.views]
+        self.gathered = False
+        self.alloc()          # the buffer holds memory (freed by the adapter's __init__)
         self.pending = {}     # param index -> gradient, this backward
         self.reduced = False
         self.hooked_backward = False
+
+    def describe(self):
+        return "%s (%s)" % (self.name or "the root", type(self.module).__name__)
 
     def _storage(self):
         # torch >= 2.0 resizes untyped storage in bytes; 1.13's typed storage in elements.
@@ -115,17 +137,23 @@ class _Unit:
             return self.full.untyped_storage(), self.full.numel() * self.full.element_size()
         return self.full.storage(), self.full.numel()
 
+    def _show(self, views):
+        for owner, attr, i in self.slots:
+            setattr(owner, attr, self.views[i] if views else self.placeholders[i])
+
     def free(self):
         """Releases the full buffer's memory; the views (and autograd's saved tensors) keep the storage object."""
         storage, _ = self._storage()
         storage.resize_(0)
         self.gathered = False
+        self._show(False)
 
     def alloc(self):
         if not self.gathered:
             storage, size = self._storage()
             storage.resize_(size)
             self.gathered = True
+            self._show(True)
 
 
 class FullyShardedDataParallel(torch.nn.Module):
@@ -134,6 +162,7 @@ class FullyShardedDataParallel(torch.nn.Module):
         super().__init__()
         if zero_stage not in (1, 2, 3):
             raise ValueError("weft FSDP: zero_stage=%r (expected 1, 2 or 3)" % (zero_stage,))
+        unit_modules, params = plan_units(module, wrap_classes)  # refusals before any collective
         named = list(module.named_parameters())
         self._device = _module_device(named, "FSDP")
         self.comm = _world_for(comm, self._device, "FSDP", named[0][0] if named else "(none)")
@@ -143,27 +172,18 @@ class FullyShardedDataParallel(torch.nn.Module):
         # Host: weft's stream; CUDA: the caller's compute stream.
         self._stream = torch.cuda.current_stream(self._device) if self._cuda else Stream()
         self._state_keys = list(module.state_dict().keys())  # before the parameters move into units
-        with torch.no_grad():  # every rank starts from rank 0's values, as torch's FSDP
-            for t in list(module.parameters()) + list(module.buffers()):
-                if t.is_floating_point() or t.dtype in (torch.int32, torch.int64):
-                    self.comm.broadcast(t.data, root=0)
+        # Every rank starts from rank 0's values, as torch's FSDP: parameters and every buffer (bool masks too).
+        broadcast_state(self.comm, named, "FSDP parameter")
+        broadcast_state(self.comm, module.named_buffers(), "FSDP buffer")
         self._sync()  # the groups load the broadcast values on a stream of their own
-        unit_modules = self._choose_units(module, wrap_classes)
-        owners = {}
-        for mname, m in module.named_modules():
-            for pname, p in list(m._parameters.items()):
-                if p is not None and id(p) not in owners:
-                    owners[id(p)] = (m, pname, (mname + "." if mname else "") + pname, p)
-        claimed, self._units = set(), []
+        members = [[] for _ in range(len(unit_modules) + 1)]  # the root unit last: what no unit claimed
+        for home, names, p in params:
+            members[len(unit_modules) if home is None else home].append((names, p))
+        self._units = []
         reduction = "all_reduce" if zero_stage == 1 else "reduce_scatter"
-        for um in unit_modules + [module]:  # the root unit last: what no unit claimed
-            entries = []
-            for p in um.parameters():
-                if id(p) not in claimed and id(p) in owners:
-                    claimed.add(id(p))
-                    entries.append(owners[id(p)])
-            if entries:
-                unit = _Unit(len(self._units), um, entries, self.comm, layout, self.mp, reduction, replicas,
+        for (name, um), mine in zip(unit_modules + [("", module)], members):
+            if mine:
+                unit = _Unit(len(self._units), name, um, mine, self.comm, layout, self.mp, reduction, replicas,
                              self._device if self._cuda else None)
                 self._units.append(unit)
         self._root = self._units[-1] if self._units and self._units[-1].module is module else None
@@ -189,17 +209,6 @@ class FullyShardedDataParallel(torch.nn.Module):
         """CUDA: the host waits for the compute stream (before weft's blocking calls read what it wrote)."""
         if self._cuda:
             self._stream.synchronize()
-
-    @staticmethod
-    def _choose_units(module, wrap_classes):
-        if not wrap_classes:
-            return list(module.children())
-        classes = tuple(wrap_classes)
-        units = []
-        for m in module.modules():
-            if m is not module and isinstance(m, classes) and not any(m in list(u.modules()) for u in units):
-                units.append(m)
-        return units
 
     # ---------------------------------------------------------------- the schedule's memory
 
@@ -328,7 +337,20 @@ class FullyShardedDataParallel(torch.nn.Module):
         if self.mp.param_dtype != torch.float32:
             args = tuple(_cast(a, self.mp.param_dtype) for a in args)
             kwargs = {k: _cast(v, self.mp.param_dtype) for k, v in kwargs.items()}
-        return self.module(*args, **kwargs)
+        try:
+            return self.module(*args, **kwargs)
+        except RuntimeError as e:
+            if type(e) is not RuntimeError:
+                raise
+            missing = [u.describe() for u in self._units if not u.gathered]
+            if not missing:
+                raise
+            listed = ", ".join(missing[:4]) + (" and %d more" % (len(missing) - 4) if len(missing) > 4 else "")
+            raise RuntimeError("weft FSDP: the forward failed while %s %s not gathered: %s. If that is a shape "
+                               "error on an empty tensor, a unit's parameters were read outside the unit's own "
+                               "forward (module(x)): make the module that reads them the unit (wrap_classes) or "
+                               "leave that unit out" % (listed, "was" if len(missing) == 1 else "were",
+                                                       str(e).rstrip("."))) from e
 
     def _close_step(self):
         """Checkpoint calls run between steps: close one a forward left open."""
@@ -346,8 +368,9 @@ class FullyShardedDataParallel(torch.nn.Module):
         for unit in self._units:
             outs = [torch.empty(p.numel(), dtype=torch.float32) for _, _, _, p in unit.entries]  # host
             unit.group.gather_full(outs if mine else [], root=root)
-            for (_, _, qual, p), o in zip(unit.entries, outs):
-                params[qual] = o.view(p.shape)
+            for (_, _, _, p), quals, o in zip(unit.entries, unit.quals, outs):
+                for qual in quals:  # a tied parameter under each of its names, as the module's state_dict
+                    params[qual] = o.view(p.shape)
         if not mine:
             return {}
         rest = self.module.state_dict()  # buffers and anything not sharded

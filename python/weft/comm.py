@@ -55,19 +55,19 @@ class Communicator:
         _lib.call("weftCommGetBackend", self.handle, ctypes.byref(b))
         return {v: k for k, v in BACKENDS.items()}[b.value]
 
-    def _args(self, tensor, out, stream):
+    def _args(self, tensor, out, stream, names=("tensor", "out")):
         """(src, n, t), (dst, m, u), stream handle: both tensors of this communicator's kind and device."""
-        src = describe(tensor, "tensor", self.memory)
-        dst = describe(out, "out", self.memory)
+        src = describe(tensor, names[0], self.memory)
+        dst = describe(out, names[1], self.memory)
         device = None
         if self.memory == "cuda":
             device = tensor.device
-            for what, x in (("tensor", tensor), ("out", out)):
+            for what, x in zip(names, (tensor, out)):
                 if self.device is not None and x.device.index != self.device:
                     raise ValueError("weft: %s is on %s, but the communicator is on cuda:%d" %
                                      (what, x.device, self.device))
             if out.device != tensor.device:
-                raise ValueError("weft: out is on %s, tensor on %s" % (out.device, tensor.device))
+                raise ValueError("weft: %s is on %s, %s on %s" % (names[1], out.device, names[0], tensor.device))
         handle = stream_handle(stream, self.memory, device)
         keep_alive(stream, tensor, out)
         return src, dst, handle
@@ -87,21 +87,25 @@ class Communicator:
         _lib.call("weftBroadcast", p, p, n, t, root, self.handle, s)
         return tensor
 
-    def all_gather(self, tensor, out, stream=None):
-        """out (size * tensor.numel() elements) = every rank's tensor, rank order."""
-        (src, n, t), (dst, m, u), s = self._args(tensor, out, stream)
+    def all_gather(self, output, input, stream=None):
+        """output (size * input.numel() elements) = every rank's input, in rank order. Returns output.
+        (output, input) as torch.distributed.all_gather_into_tensor."""
+        (src, n, t), (dst, m, u), s = self._args(input, output, stream, names=("input", "output"))
         if m != n * self.size or u != t:
-            raise ValueError("weft: out must hold %d x %d elements of the tensor's type" % (self.size, n))
+            raise ValueError("weft: all_gather output has %d elements of type %d; it must hold %d x %d elements of "
+                             "the input's type %d" % (m, u, self.size, n, t))
         _lib.call("weftAllGather", src, dst, n, t, self.handle, s)
-        return out
+        return output
 
-    def reduce_scatter(self, tensor, out, op="sum", stream=None):
-        """out = block `rank` of op over ranks of tensor (size * out.numel() elements)."""
-        (src, n, t), (dst, m, u), s = self._args(tensor, out, stream)
+    def reduce_scatter(self, output, input, op="sum", stream=None):
+        """output = block `rank` of op over ranks of input (size * output.numel() elements). Returns output.
+        (output, input) as torch.distributed.reduce_scatter_tensor."""
+        (src, n, t), (dst, m, u), s = self._args(input, output, stream, names=("input", "output"))
         if n != m * self.size or u != t:
-            raise ValueError("weft: tensor must hold %d x %d elements of out's type" % (self.size, m))
+            raise ValueError("weft: reduce_scatter input has %d elements of type %d; it must hold %d x %d elements "
+                             "of the output's type %d" % (n, t, self.size, m, u))
         _lib.call("weftReduceScatter", src, dst, m, t, op_code(op), self.handle, s)
-        return out
+        return output
 
     def async_error(self):
         """Raises the first error of asynchronous work on this communicator (a NCCL kernel, a host

@@ -18,6 +18,7 @@ wrote their inputs or read the shards first.
 """
 
 import ctypes
+import operator
 
 from . import _lib
 from ._tensors import MEMORY_KINDS, describe, dtype_code, keep_alive, stream_handle
@@ -81,7 +82,8 @@ class ShardGroup:
         return stream_handle(stream, self.memory, self.device)
 
     def shard_tensors(self, device=None):
-        """torch float32 views of the master and gradient shards (weft owns the memory).
+        """torch float32 views of the master and gradient shards (weft owns the memory; each view holds this
+        group, so the shards outlive every reference to it but the tensors').
         CUDA: on `device`, by default the communicator's (else torch's current device)."""
         from ._devices import _tensor_at
         import torch
@@ -93,7 +95,7 @@ class ShardGroup:
             device = torch.device("cuda", index)
         else:
             device = None
-        return _tensor_at(m, n, torch.float32, device), _tensor_at(g, n, torch.float32, device)
+        return _tensor_at(m, n, torch.float32, device, owner=self), _tensor_at(g, n, torch.float32, device, owner=self)
 
     def load_full(self, tensors):
         """This rank's part of each full float32 parameter (host or, on a CUDA group, device tensors)
@@ -191,14 +193,49 @@ class ShardSchedule:
         self.memory = memory
         cfg = ScheduleConfig(ctypes.sizeof(ScheduleConfig), int(reshard_after_forward), int(prefetch))
         cfg.memory = MEMORY_KINDS.index(memory)
+        # ctypes only prints what a callback raises and hands C a zero: the first exception is kept here
+        # and raised from the call that ran the callback (or the next call, for one run on weft's thread).
+        self._raised = None
         if acquire is not None:
+            def on_acquire(_u, h, nbytes):
+                address = acquire(self._groups[h], nbytes)
+                if address is None:
+                    return 0  # weft refuses the NULL, naming the group
+                if isinstance(address, bool) or not hasattr(address, "__index__"):
+                    raise TypeError("weft: ShardSchedule acquire returned %r for %d bytes; it must return an "
+                                    "address (an int)" % (address, nbytes))
+                return operator.index(address)
             # Kept on self: ctypes frees a callback's trampoline with its Python object.
-            self._acquire = _ACQUIRE(lambda _u, h, nbytes: acquire(self._groups[h], nbytes) or 0)
-            self._release = _RELEASE(lambda _u, h, addr: release(self._groups[h], addr))
+            self._acquire = _ACQUIRE(self._guard(on_acquire, 0))
+            self._release = _RELEASE(self._guard(lambda _u, h, addr: release(self._groups[h], addr), None))
             cfg.acquire, cfg.release = self._acquire, self._release
         h = ctypes.c_void_p()
-        _lib.call("weftShardScheduleCreate", stream_handle(stream, memory, None), ctypes.byref(cfg), ctypes.byref(h))
+        self._call("weftShardScheduleCreate", stream_handle(stream, memory, None), ctypes.byref(cfg),
+                   ctypes.byref(h))
         self._h, self.stream = h, stream
+
+    def _guard(self, fn, failed):
+        def run(*args):
+            try:
+                return fn(*args)
+            except BaseException as e:  # noqa: B902 - raised again by _call, on the caller's thread
+                if self._raised is None:
+                    self._raised = e
+                return failed
+        return run
+
+    def _call(self, name, *args):
+        """_lib.call, then raises what a callback raised during it (the weft error it caused as its cause)."""
+        try:
+            _lib.call(name, *args)
+        except _lib.WeftError as e:
+            raised, self._raised = self._raised, None
+            if raised is not None:
+                raise raised from e
+            raise
+        raised, self._raised = self._raised, None
+        if raised is not None:
+            raise raised
 
     @property
     def handle(self):
@@ -213,49 +250,49 @@ class ShardSchedule:
     def declare_order(self, groups):
         """The forward order (backward is its reverse); between steps."""
         arr = (_H * max(len(groups), 1))(*[self._enter(g) for g in groups])
-        _lib.call("weftShardScheduleDeclareOrder", self.handle, arr, len(groups))
+        self._call("weftShardScheduleDeclareOrder", self.handle, arr, len(groups))
 
     def set_reshard_after_forward(self, group, reshard):
         """Release group after its forward (True) or keep it gathered until its backward is done (False),
         overriding reshard_after_forward for this group: FSDP's root. Between steps."""
-        _lib.call("weftShardScheduleSetReshardAfterForward", self.handle, self._enter(group), int(bool(reshard)))
+        self._call("weftShardScheduleSetReshardAfterForward", self.handle, self._enter(group), int(bool(reshard)))
 
     def begin_step(self):
-        _lib.call("weftShardScheduleBeginStep", self.handle)
+        self._call("weftShardScheduleBeginStep", self.handle)
 
     def pre_forward(self, group):
-        _lib.call("weftShardSchedulePreForward", self.handle, self._enter(group))
+        self._call("weftShardSchedulePreForward", self.handle, self._enter(group))
 
     def post_forward(self, group):
-        _lib.call("weftShardSchedulePostForward", self.handle, self._enter(group))
+        self._call("weftShardSchedulePostForward", self.handle, self._enter(group))
 
     def pre_backward(self, group):
-        _lib.call("weftShardSchedulePreBackward", self.handle, self._enter(group))
+        self._call("weftShardSchedulePreBackward", self.handle, self._enter(group))
 
     def post_backward(self, group, grads):
         """grads[i]: parameter i's full gradient; kept alive here until end_step."""
         arr = (_lib.Tensor * max(group.nparams, 1))()
         for i, g in enumerate(grads):
             arr[i].data, arr[i].count, arr[i].dtype = describe(g, "grads[%d]" % i, group.memory)
-        _lib.call("weftShardSchedulePostBackward", self.handle, self._enter(group), arr, len(grads))
+        self._call("weftShardSchedulePostBackward", self.handle, self._enter(group), arr, len(grads))
         self._keep.append(grads)
 
     def end_step(self):
         try:
-            _lib.call("weftShardScheduleEndStep", self.handle)
+            self._call("weftShardScheduleEndStep", self.handle)
         finally:
             self._keep = []
 
     def state(self):
         """{"order_length", "gathered", "max_gathered"}."""
         vals = [ctypes.c_int() for _ in range(3)]
-        _lib.call("weftShardScheduleGetState", self.handle, *[ctypes.byref(v) for v in vals])
+        self._call("weftShardScheduleGetState", self.handle, *[ctypes.byref(v) for v in vals])
         return dict(zip(("order_length", "gathered", "max_gathered"), (v.value for v in vals)))
 
     def destroy(self):
         if self._h is not None:
             h, self._h = self._h, None
-            _lib.call("weftShardScheduleDestroy", h)
+            self._call("weftShardScheduleDestroy", h)
 
     def __del__(self):
         try:

@@ -22,11 +22,16 @@ current at forward(), which then waits for the averages; any other stream a
 gradient was produced on is made to wait for that one. Nothing synchronises
 the device, as with torch's DDP over NCCL.
 
-Gradient-as-bucket-view on CUDA makes each .grad a torch CUDA tensor over
-the reducer's device memory without a copy (weft/_devices.py says how). It
-does not own the memory; it stays valid until the buckets are rebuilt (once,
-after the first backward: the adapter then re-wraps every .grad) or the
-wrapper is destroyed.
+Gradient-as-bucket-view makes each .grad a tensor over the reducer's memory
+(on CUDA, device memory: weft/_devices.py says how) without a copy. It holds
+the reducer, so it stays valid after the wrapper is collected; the buckets
+are rebuilt once, after the first backward, and the adapter then re-wraps
+every .grad: a reference to a .grad taken before that rebuild is to the old
+slot, which the rebuild frees (take them after the first step).
+
+Parameters at construction, and buffers at each forward (broadcast_buffers),
+are rank 0's on every rank: any dtype (bool masks too) and any layout (a
+non-contiguous buffer is written in place).
 """
 
 import contextlib
@@ -34,6 +39,7 @@ import contextlib
 import torch
 
 from ._devices import _module_device, _tensor_at, _world_for
+from ._sync import broadcast_state
 from .reducer import Reducer
 
 _COMM_DTYPES = {None: None, torch.float16: "float16", torch.bfloat16: "bfloat16",
@@ -66,10 +72,8 @@ class DistributedDataParallel(torch.nn.Module):
         self._cuda = self._device.type == "cuda"
         self._stream = None         # CUDA: the stream current at forward(), where finalize's averages land
         self._mark_streams = {}     # CUDA: other streams gradients were produced on, this backward
-        with torch.no_grad():
-            for p in module.parameters():
-                self.comm.broadcast(p.data, root=0)
-            self._sync_buffers()
+        broadcast_state(self.comm, module.named_parameters(), "DDP parameter")
+        self._sync_buffers()
         self.reducer = Reducer(
             self.comm, [(p.numel(), p.dtype) for p in self._params], names=names,
             bucket_cap_bytes=_mib(bucket_cap_mb), first_bucket_cap_bytes=_mib(first_bucket_cap_mb),
@@ -89,8 +93,7 @@ class DistributedDataParallel(torch.nn.Module):
         if self._cuda:
             self._stream = torch.cuda.current_stream(self._device)
         if self.broadcast_buffers and self._require_sync:
-            with torch.no_grad():
-                self._sync_buffers()
+            self._sync_buffers()
         return self.module(*inputs, **kwargs)
 
     @contextlib.contextmanager
@@ -107,13 +110,12 @@ class DistributedDataParallel(torch.nn.Module):
 
     # ------------------------------------------------------------ hooks
     def _sync_buffers(self):
-        for b in self.module.buffers():
-            self.comm.broadcast(b.data if b.is_contiguous() else b.data.contiguous(), root=0)
+        broadcast_state(self.comm, self.module.named_buffers(), "DDP buffer")
 
     def _slot(self, i):
         address, _ = self.reducer.grad_slot(i)
         p = self._params[i]
-        return address, _tensor_at(address, p.numel(), p.dtype, self._device).view_as(p)
+        return address, _tensor_at(address, p.numel(), p.dtype, self._device, owner=self.reducer).view_as(p)
 
     def _hook_stream(self):
         """CUDA: the stream autograd runs this hook on (where the gradient was produced)."""

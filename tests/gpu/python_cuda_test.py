@@ -126,7 +126,7 @@ class Collectives(unittest.TestCase):
                 torch.cuda.synchronize()
                 self.assertTrue(torch.equal(out, want), "all_reduce %s %s" % (op, dtype))
                 self.assertTrue(torch.equal(out, x), "one rank: all_reduce %s %s is the identity" % (op, dtype))
-            out = WORLD.all_gather(x, self.poison(x))
+            out = WORLD.all_gather(self.poison(x), x)
             want = [torch.empty_like(x)]
             if dist is not None:
                 dist.all_gather(want, x)
@@ -134,7 +134,7 @@ class Collectives(unittest.TestCase):
                 want = [x.clone()]
             torch.cuda.synchronize()
             self.assertTrue(torch.equal(out, torch.cat(want)), "all_gather %s" % dtype)
-            out = WORLD.reduce_scatter(x, self.poison(x))
+            out = WORLD.reduce_scatter(self.poison(x), x)
             torch.cuda.synchronize()
             self.assertTrue(torch.equal(out, x), "reduce_scatter %s" % dtype)
             y = x.clone()
@@ -169,7 +169,7 @@ class Collectives(unittest.TestCase):
         s = torch.cuda.Stream(DEV)
         x, out = self.late_input(s)
         WORLD.all_reduce(x, out=out, stream=s)  # the default stream is current here
-        gathered = WORLD.all_gather(x, torch.full_like(x, float("nan")), stream=s.cuda_stream)
+        gathered = WORLD.all_gather(torch.full_like(x, float("nan")), x, stream=s.cuda_stream)
         s.synchronize()
         self.assertTrue(bool((out == 3).all()), "stream=s was not used: %s" % out[:4].tolist())
         self.assertTrue(bool((gathered == 3).all()), "stream=<int> was not used")

@@ -60,11 +60,11 @@ class Collectives(unittest.TestCase):
             np.testing.assert_array_equal(x, (np.arange(1001) % 7 - 3) * 10)
             y = np.full(3, r, dtype=np.int32)
             g = np.full(3 * n, -1, dtype=np.int32)
-            comm.all_gather(y, g)
+            comm.all_gather(g, y)
             np.testing.assert_array_equal(g, np.repeat(np.arange(n), 3))
             s = np.arange(2 * n, dtype=np.float64) + r
             out = np.full(2, np.nan)
-            comm.reduce_scatter(s, out, op="max")
+            comm.reduce_scatter(out, s, op="max")
             np.testing.assert_array_equal(out, np.array([2 * r, 2 * r + 1]) + n - 1)
             b = np.full(5, r, dtype=np.int64)
             comm.broadcast(b, root=2)

@@ -12,7 +12,6 @@ zero), within bfloat16 tolerance with bfloat16 compute. Stages 1, 2, 3; 2 and
 
 import os
 import sys
-import threading
 import unittest
 
 try:
@@ -24,6 +23,7 @@ except ImportError as e:
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import weft  # noqa: E402
 import weft.torch  # noqa: E402
+from parity import on_ranks  # noqa: E402 - ranks as threads
 
 torch.set_num_threads(1)
 
@@ -76,28 +76,6 @@ def reference(steps, world, opt_kind):
         torch.nn.functional.mse_loss(net(x), y).backward()
         opt.step()
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
-
-
-def on_ranks(world, body):
-    comms = weft.init_in_process(world, timeout_ms=30000)
-    results, errors = [None] * world, []
-
-    def run(r):
-        try:
-            results[r] = body(r, comms[r])
-        except BaseException as e:  # noqa: B902 - re-raised on the main thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-        if t.is_alive():
-            raise TimeoutError("a rank did not finish within 120 s")
-    if errors:
-        raise errors[0]
-    return results
 
 
 def train_fsdp(steps, world, opt_kind, zero_stage, mp=None, layout="flat"):
