@@ -58,6 +58,7 @@ class P2pComm : public Communicator {
   P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning = Tuning{});
   ~P2pComm() override;
   bool shared_memory() const { return shm_ != nullptr; }
+  const char* engine() const override { return shm_ != nullptr ? "shm" : "p2p"; }
 
  protected:
   // Collective: sets up the shared-memory rounds when every rank is on this
