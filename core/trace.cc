@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -51,6 +52,20 @@ std::string HostName() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
   return host;
+}
+
+// Live sinks, closed at exit() (leaked: exit handlers run while statics are destroyed).
+std::mutex& LiveMu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::vector<Sink*>& Live() {
+  static auto* live = new std::vector<Sink*>;
+  return *live;
+}
+void CloseLive() {
+  std::lock_guard<std::mutex> lock(LiveMu());
+  for (Sink* s : Live()) s->Close();
 }
 
 }  // namespace
@@ -101,12 +116,26 @@ Sink::Sink(const std::string& dir, size_t capacity, int rank, int size, const ch
       rank, rank, Escape(host), static_cast<int>(getpid()), rank, rank, rank, rank, size, backend, Escape(host),
       static_cast<int>(getpid()));
   events_.reserve(capacity_);
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit(CloseLive); });
+  std::lock_guard<std::mutex> lock(LiveMu());
+  Live().push_back(this);
 }
 
 Sink::~Sink() {
+  {
+    std::lock_guard<std::mutex> lock(LiveMu());
+    Live().erase(std::remove(Live().begin(), Live().end(), this), Live().end());
+  }
+  Close();
+}
+
+void Sink::Close() {
   std::vector<Event> rest;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = true;
     rest.swap(events_);
   }
   Write(rest, true);
@@ -145,6 +174,7 @@ void Sink::Add(Event e) {
   std::vector<Event> full;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
     if (e.ph == 'b') e.id = next_id_++;
     // A thread's name goes in once per sink, before its first event.
     if (e.ph != 'M' && t_thread_name != nullptr &&

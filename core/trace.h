@@ -12,10 +12,12 @@
 //
 // Events are kept in a buffer of WEFT_TRACE_EVENTS (100000 by default); a
 // full buffer is appended to the file and starts over empty, so memory stays
-// bounded whatever the run's length (the file is not). The
-// file is an array of events; its closing bracket is written when the last
-// communicator holding the sink is destroyed, and a file cut short by a crash
-// still opens (the trace-event format allows a missing bracket).
+// bounded whatever the run's length (the file is not). The file is an array
+// of events; its closing bracket is written when the last communicator
+// holding the sink is destroyed, or at exit() for a process that never
+// destroys its communicators (as many training scripts do), and a file cut
+// short by a crash still opens (the trace-event format allows a missing
+// bracket).
 //
 // Timestamps are the rank's steady clock minus its offset to rank 0's,
 // measured at init (comm/trace_clock.h), in microseconds.
@@ -76,6 +78,9 @@ class Sink {
 
   const std::string& path() const { return path_; }
   int rank() const { return rank_; }
+  // Writes what is buffered and closes the file; later events are dropped.
+  // At exit() for every live sink, and by the destructor.
+  void Close();
 
  private:
   struct Event {
@@ -101,6 +106,7 @@ class Sink {
   std::vector<int> named_tids_;
   uint64_t next_id_ = 1;
   int64_t offset_ns_ = 0;
+  bool closed_ = false;
 
   std::mutex file_mu_;  // one write at a time, in buffer order
   std::FILE* file_ = nullptr;

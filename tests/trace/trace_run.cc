@@ -2,6 +2,7 @@
 //
 //   WEFT_TRACE=DIR trace_run --inproc 4     # 4 in-process ranks (threads)
 //   WEFT_TRACE=DIR mpiexec -n 2 trace_run   # a launched world (clock alignment)
+//   WEFT_TRACE=DIR trace_run --inproc 2 --exit   # exit() without destroying the communicators
 //
 // Each rank: blocking and host-stream collectives, a split, two reducer
 // steps over small buckets (gradients marked in reverse, as backward
@@ -115,7 +116,8 @@ int Main(int argc, char** argv) {
   CommOptions o;
   o.timeout_ms = 30000;  // a hang fails
   std::vector<std::unique_ptr<Communicator>> comms;
-  if (argc == 3 && std::strcmp(argv[1], "--inproc") == 0) {
+  const bool no_destroy = argc == 4 && std::strcmp(argv[3], "--exit") == 0;
+  if ((argc == 3 || no_destroy) && std::strcmp(argv[1], "--inproc") == 0) {
     absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> made = inproc::InitInProcess(std::atoi(argv[2]), o);
     if (!made.ok()) {
       std::fprintf(stderr, "trace_run: %s\n", made.status().ToString().c_str());
@@ -130,13 +132,17 @@ int Main(int argc, char** argv) {
     }
     comms.push_back(std::move(*world));
   } else {
-    std::fprintf(stderr, "usage: trace_run [--inproc N]\n");
+    std::fprintf(stderr, "usage: trace_run [--inproc N [--exit]]\n");
     return 2;
   }
   std::vector<std::string> errors(comms.size());
   std::vector<std::thread> threads;
   for (size_t r = 0; r < comms.size(); ++r) threads.emplace_back([&, r] { errors[r] = Rank(*comms[r]); });
   for (auto& t : threads) t.join();
+  if (no_destroy) {
+    // A script that never destroys its communicators: exit() must still close the files.
+    for (auto& c : comms) (void)c.release();
+  }
   comms.clear();  // writes the trace files
   int rc = 0;
   for (const std::string& e : errors) {
