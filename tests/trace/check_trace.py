@@ -64,6 +64,11 @@ def check_file(path, rank, nranks, launched, fail):
             else:
                 fail.check(clock["rounds"] > 0 and clock["rtt_us"] > 0 and "min-RTT" in clock["method"],
                            f"{where}: rank {rank} did not measure its offset: {clock}")
+                # These ranks share one host's steady clock, so the true offset is 0 and the estimate must be
+                # within its bound, half the round trip.
+                fail.check(abs(clock["offset_us"]) <= clock["rtt_us"] / 2 + TOL,
+                           f"{where}: offset {clock['offset_us']} us on one host exceeds half the round trip "
+                           f"{clock['rtt_us']} us")
     timed = [e for e in events if e.get("ph") != "M"]
     for e in timed:
         for key in ("name", "cat", "ph", "ts", "pid", "tid"):
