@@ -7,7 +7,8 @@
 #   tests/slurm/slurm_test.sh --bench build/bench/weft-bench --mpi-test build/tests/mpi/mpi_test \
 #       [--check build/bench/check/weft-check]
 #
-#   1. srun -n 4 weft-bench all_reduce      (weft's own bootstrap from Slurm's variables, every element checked)
+#   1. srun -n 4 weft-bench all_reduce      (weft's own bootstrap from Slurm's variables, every element checked;
+#                                            traced with WEFT_TRACE, the ranks' timelines merged)
 #   2. srun --mpi=pmix -n 4 mpi_test        (the MPI conformance suite, ranks wired by Slurm's PMIx server)
 #   3. srun -n 4 weft-check                 (only when that binary exists; said so otherwise)
 #
@@ -192,7 +193,23 @@ echo "slurm: one node, $(sinfo -h -n "$node" -o %c) CPUs, idle"
 
 # Step 1: weft-bench, launched by srun alone (Slurm's variables -> weft's socket bootstrap).
 echo "== srun -n 4 weft-bench all_reduce"
-step timeout 120 srun -n 4 -t 2 "$bench" all_reduce -b 4K -e 1M -f 4 -n 5 -w 1 -c 1 || fail "srun weft-bench all_reduce"
+# With WEFT_TRACE: four timelines, ranks 1-3 aligned to rank 0's clock over that world, merged into one.
+step timeout 120 srun -n 4 -t 2 --export=ALL,WEFT_TRACE="$dir/trace" "$bench" all_reduce -b 4K -e 1M -f 4 -n 5 -w 1 -c 1 \
+  || fail "srun weft-bench all_reduce"
+merge=$(dirname "$0")/../../tools/trace-merge
+if [ -f "$merge" ]; then
+  python3 "$merge" "$dir/trace" -o "$dir/merged.json" || fail "tools/trace-merge of the srun ranks' timelines"
+  python3 - "$dir/merged.json" <<'PY' || fail "the srun ranks' merged timeline"
+import json, sys
+inputs = json.load(open(sys.argv[1]))["otherData"]["inputs"]
+ranks = sorted(i["rank"] for i in inputs)
+assert ranks == [0, 1, 2, 3], f"timelines of ranks {ranks}, expected 0-3"
+for i in inputs:
+    if i["rank"]:
+        assert "min-RTT" in i["clock"]["method"], f"rank {i['rank']} did not align its clock: {i['clock']}"
+print("trace: 4 timelines merged, clocks aligned:", [round(i["clock"]["offset_us"], 3) for i in inputs])
+PY
+fi
 
 # Step 2: the MPI conformance suite, its ranks wired by Slurm's PMIx server. Without the big matrix and
 # the tests that wait out timeouts (MismatchedCalls alone took 88 s at 4 ranks here): the mpi suite runs
