@@ -236,13 +236,13 @@ absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {
   ptr_[index] = grad;
   ++marks_[index];
   active_ = true;
-  if (learning) {
-    if (marks_[index] == 1) ready_order_.push_back(index);
-    return absl::OkStatus();  // launched at Finalize, once the mark counts are known
-  }
   if (trace::Sink* sink = comm_->trace()) {
     sink->Instant("mark_ready", "reducer", absl::StrFormat("\"grad\":%d,\"bucket\":%d,\"mark\":%d", index,
                                                            plan_.bucket_of[index], marks_[index]));
+  }
+  if (learning) {
+    if (marks_[index] == 1) ready_order_.push_back(index);
+    return absl::OkStatus();  // launched at Finalize, once the mark counts are known
   }
   if (marks_[index] == expected_[index]) {
     used_[index] = 1;
