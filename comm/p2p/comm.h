@@ -54,11 +54,11 @@ struct Tuning {
 
 class P2pComm : public Communicator {
  public:
+  const char* engine() const override { return shm_ != nullptr ? "shm" : "p2p"; }
   // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
   P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning = Tuning{});
   ~P2pComm() override;
   bool shared_memory() const { return shm_ != nullptr; }
-  const char* engine() const override { return shm_ != nullptr ? "shm" : "p2p"; }
 
  protected:
   // Collective: sets up the shared-memory rounds when every rank is on this
