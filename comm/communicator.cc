@@ -12,6 +12,7 @@
 #include "core/memory.h"
 #include "core/status.h"
 #include "core/stream.h"
+#include "core/trace.h"
 
 namespace weft {
 
@@ -74,11 +75,15 @@ absl::Status Communicator::CheckBuffer(const char* what, const void* p, size_t b
 }
 
 absl::Status Communicator::Issue(const char* name, void* stream, std::function<absl::Status()> op, bool eager) {
-  if (memory() == MemKind::kHost && InGroup()) return Hold(name, stream, std::move(op), eager);
+  if (memory() == MemKind::kHost && InGroup()) {
+    (void)trace::TakeCall();  // held calls are traced by name when GroupEnd issues them
+    return Hold(name, stream, std::move(op), eager);
+  }
   return IssueNow(name, stream, std::move(op));
 }
 
 absl::Status Communicator::IssueNow(const char* name, void* stream, std::function<absl::Status()> op) {
+  if (trace::On()) op = Traced(name, stream, std::move(op));
   if (aborted()) return Aborted("%s: the communicator (rank %d) was aborted", name, rank_);
   if (memory() == MemKind::kCuda) {
     // The backend would hand it to NCCL as a cudaStream_t (the kernels refuse it alike).
@@ -136,6 +141,7 @@ absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count,
   if (send != recv && memory() == MemKind::kHost && Overlap(send, *bytes, recv, *bytes)) {
     return InvalidArgument("all_reduce: sendbuf = %p and recvbuf = %p overlap without being equal", send, recv);
   }
+  trace::NoteCall(count, static_cast<int>(t), static_cast<int>(op), -1);
   return Issue("all_reduce", stream, [=, this] { return DoAllReduce(send, recv, count, t, op, stream); });
 }
 
@@ -152,6 +158,7 @@ absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t re
     return InvalidArgument("reduce_scatter: recvbuf = %p overlaps sendbuf = %p but is not its in-place slice %p "
                            "(sendbuf + rank %d * recvcount)", recv, send, own, rank_);
   }
+  trace::NoteCall(recvcount, static_cast<int>(t), static_cast<int>(op), -1);
   return Issue("reduce_scatter", stream,
                [=, this] { return DoReduceScatter(send, recv, recvcount, t, op, stream); });
 }
@@ -168,6 +175,7 @@ absl::Status Communicator::AllGather(const void* send, void* recv, size_t sendco
     return InvalidArgument("all_gather: sendbuf = %p overlaps recvbuf = %p but is not its in-place slice %p "
                            "(recvbuf + rank %d * sendcount)", send, recv, own, rank_);
   }
+  trace::NoteCall(sendcount, static_cast<int>(t), -1, -1);
   return Issue("all_gather", stream, [=, this] { return DoAllGather(send, recv, sendcount, t, stream); });
 }
 
@@ -184,6 +192,7 @@ absl::Status Communicator::Broadcast(const void* send, void* recv, size_t count,
   if (rank_ == root && send != recv && memory() == MemKind::kHost && Overlap(send, *bytes, recv, *bytes)) {
     return InvalidArgument("broadcast: sendbuf = %p and recvbuf = %p overlap without being equal", send, recv);
   }
+  trace::NoteCall(count, static_cast<int>(t), -1, root);
   return Issue("broadcast", stream, [=, this] { return DoBroadcast(send, recv, count, t, root, stream); });
 }
 
@@ -268,6 +277,11 @@ absl::Status Communicator::AllReducePieces(const PieceList& pieces, RedOp op, vo
                            "%s) works on %s memory", Name(pieces.memory_), Name(backend()), Name(memory()));
   }
   if (pieces.empty()) return absl::OkStatus();
+  if (trace::On()) {
+    size_t total = 0;
+    for (const Piece& p : pieces.pieces()) total += p.count;
+    trace::NoteCall(total, static_cast<int>(t), static_cast<int>(op));
+  }
   return Issue("all_reduce_pieces", stream, [this, list = pieces.list_, t, op] {
     return DoAllReducePieces(*list, t, op);
   });
@@ -289,6 +303,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   std::unique_ptr<Communicator> out;
   RETURN_IF_ERROR(Issue("split", nullptr, [&]() -> absl::Status {
     ASSIGN_OR_RETURN(out, DoSplit(color, key));
+    if (out != nullptr) out->InheritTrace(*this);
     return absl::OkStatus();
   }));
   return out;

@@ -31,6 +31,10 @@
 
 namespace weft {
 
+namespace trace {
+class Sink;
+}  // namespace trace
+
 // Values equal weftBackend_t.
 enum class Backend : int { kAuto = 0, kInProcess = 1, kMpi = 2, kNccl = 3, kUcx = 4 };
 inline constexpr int kNumBackends = 5;
@@ -146,6 +150,12 @@ class Communicator {
   MemKind memory() const { return options_.memory; }
   const CommOptions& options() const { return options_; }
   virtual Backend backend() const = 0;
+  // How this communicator moves host bytes ("shm", "p2p"; the backend's
+  // name where it has one way), for the timeline.
+  virtual const char* engine() const { return Name(backend()); }
+  // The timeline this rank records into (core/trace.h), made on first use
+  // and shared with its splits; nullptr when WEFT_TRACE is unset.
+  trace::Sink* trace();
 
   // Collectives, with weftAllReduce & co.'s semantics (include/weft/weft.h).
   // `stream`: CUDA memory: a cudaStream_t. Host memory: nullptr (blocking)
@@ -288,6 +298,11 @@ class Communicator {
   // Whether this thread is inside a group; holds a host call for GroupEnd (group.cc).
   static bool InGroup();
   absl::Status Hold(const char* name, void* stream, std::function<absl::Status()> op, bool eager);
+  // `op` recording itself on the timeline, with what trace::NoteCall noted
+  // (comm/trace_call.cc).
+  std::function<absl::Status()> Traced(const char* name, void* stream, std::function<absl::Status()> op);
+  // A split's timeline is its parent's.
+  void InheritTrace(Communicator& parent);
   // The checks a rooted call makes of `root`.
   absl::Status CheckRank(const char* call, const char* what, int r) const;
 
@@ -304,6 +319,9 @@ class Communicator {
 
   mutable std::mutex error_mu_;
   absl::Status async_error_;
+
+  std::once_flag trace_once_;
+  std::shared_ptr<trace::Sink> trace_;
 };
 
 }  // namespace weft

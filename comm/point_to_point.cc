@@ -9,6 +9,7 @@
 #include "comm/arguments.h"
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "core/trace.h"
 
 namespace weft {
 
@@ -26,6 +27,7 @@ absl::Status Communicator::Send(const void* send, size_t count, DataType t, int 
   RETURN_IF_ERROR(Annotate(bytes.status(), "send"));
   RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *bytes), "send"));
   if (count == 0) return absl::OkStatus();  // moves nothing and matches nothing, as in NCCL
+  trace::NoteCall(count, static_cast<int>(t), -1, peer);
   return Issue("send", stream, [=, this] { return DoSend(send, count, t, peer, stream); }, /*eager=*/true);
 }
 
@@ -36,6 +38,7 @@ absl::Status Communicator::Recv(void* recv, size_t count, DataType t, int peer, 
   RETURN_IF_ERROR(Annotate(bytes.status(), "recv"));
   RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *bytes), "recv"));
   if (count == 0) return absl::OkStatus();
+  trace::NoteCall(count, static_cast<int>(t), -1, peer);
   return Issue("recv", stream, [=, this] { return DoRecv(recv, count, t, peer, stream); });
 }
 
@@ -52,6 +55,7 @@ absl::Status Communicator::Reduce(const void* send, void* recv, size_t count, Da
       return InvalidArgument("reduce: sendbuf = %p and recvbuf = %p overlap without being equal", send, recv);
     }
   }
+  trace::NoteCall(count, static_cast<int>(t), static_cast<int>(op), root);
   return Issue("reduce", stream, [=, this] { return DoReduce(send, recv, count, t, op, root, stream); });
 }
 
@@ -71,6 +75,7 @@ absl::Status Communicator::Gather(const void* send, void* recv, size_t sendcount
                              "(recvbuf + root %d * sendcount)", send, recv, own, rank_);
     }
   }
+  trace::NoteCall(sendcount, static_cast<int>(t), -1, root);
   return Issue("gather", stream, [=, this] { return DoGather(send, recv, sendcount, t, root, stream); });
 }
 
@@ -90,6 +95,7 @@ absl::Status Communicator::Scatter(const void* send, void* recv, size_t recvcoun
                              "(sendbuf + root %d * recvcount)", recv, send, own, rank_);
     }
   }
+  trace::NoteCall(recvcount, static_cast<int>(t), -1, root);
   return Issue("scatter", stream, [=, this] { return DoScatter(send, recv, recvcount, t, root, stream); });
 }
 
@@ -105,6 +111,7 @@ absl::Status Communicator::AllToAll(const void* send, void* recv, size_t count, 
   }
   std::vector<size_t> counts(static_cast<size_t>(size_), count), displs(static_cast<size_t>(size_));
   for (size_t q = 0; q < displs.size(); ++q) displs[q] = q * count;
+  trace::NoteCall(count, static_cast<int>(t), -1, -1);
   return Issue("all_to_all", stream, [=, this] { return DoAllToAllv(send, counts, displs, recv, counts, displs, t,
                                                                     stream); });
 }
@@ -161,6 +168,7 @@ absl::Status Communicator::AllToAllv(const void* send, const size_t* sendcounts,
   const auto n = static_cast<size_t>(size_);
   std::vector<size_t> sc(sendcounts, sendcounts + n), sd(sdispls, sdispls + n);
   std::vector<size_t> rc(recvcounts, recvcounts + n), rd(rdispls, rdispls + n);
+  trace::NoteCall(send_extent / ElementSize(t), static_cast<int>(t), -1, -1);
   return Issue("all_to_allv", stream, [=, this] { return DoAllToAllv(send, sc, sd, recv, rc, rd, t, stream); });
 }
 

@@ -17,6 +17,7 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "core/trace.h"
 
 namespace weft {
 
@@ -84,6 +85,7 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
                              "all_reduce_ready"));
   }
   buf->checked_for_.store(this, std::memory_order_release);
+  trace::NoteCall(upto, static_cast<int>(t), static_cast<int>(op), -1);
   return Issue("all_reduce_ready", stream, [this, buf = std::move(buf), upto, t, op]() -> absl::Status {
     ReadyBuffer& b = *buf;
     ++b.calls_;

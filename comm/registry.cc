@@ -7,6 +7,7 @@
 
 #include "comm/bootstrap/launch.h"
 #include "comm/bootstrap/socket.h"
+#include "comm/trace_clock.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -57,7 +58,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> FromBootstrap(Backend backend, boo
   }
   Log(LogLevel::kInfo, "init: rank %d of %d, backend %s, memory %s, bootstrap over %s", b.rank(), b.size(),
       Name(backend), Name(options.memory), b.Describe());
-  return f->init_bootstrap(b, options);
+  return AlignTraceClock(f->init_bootstrap(b, options));
 }
 
 }  // namespace
@@ -104,7 +105,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(Backend backend, const C
       return InvalidArgument("backend MPI needs an MPI launcher, but this process was started by %s (%s): use "
                              "weftBackendAuto or UCX for host memory there", Name(launch.kind), launch.why);
     }
-    return f->init_mpi_world(options);  // outside a launcher: MPI's singleton world
+    return AlignTraceClock(f->init_mpi_world(options));  // outside a launcher: MPI's singleton world
   }
   if (backend == Backend::kInProcess && launch.size > 1) {
     return InvalidArgument("the in-process backend makes one-rank worlds per process (weftCommInitInProcess for "

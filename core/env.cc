@@ -56,6 +56,9 @@ Env Env::Parse() {
     else if (strcasecmp(f, "AF_INET6") == 0) e.socket_family = AF_INET6;
     else std::fprintf(stderr, "weft WARN: ignoring WEFT_SOCKET_FAMILY=%s (expected AF_INET or AF_INET6)\n", f);
   }
+  if (const char* v = std::getenv("WEFT_TRACE")) e.trace_dir = v;
+  e.trace_events = static_cast<size_t>(ReadInt("WEFT_TRACE_EVENTS", static_cast<long long>(e.trace_events),
+                                               1LL << 30, 64));
   return e;
 }
 

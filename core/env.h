@@ -23,6 +23,10 @@
 //                       NCCL_SOCKET_IFNAME: "eth,ib" prefixes, "^docker"
 //                       excluded, "=eth0" exact (default: see comm/bootstrap)
 //   WEFT_SOCKET_FAMILY  AF_INET or AF_INET6: only that address family
+//   WEFT_TRACE          a directory: write a Chrome trace-event timeline per
+//                       rank there (core/trace.h); unset: no tracing
+//   WEFT_TRACE_EVENTS   events a rank holds in memory before it appends them
+//                       to its trace file, >= 64 (100000)
 //
 // Explicit settings (weftConfig_t fields) win over these.
 #ifndef WEFT_CORE_ENV_H_
@@ -47,6 +51,8 @@ struct Env {
   int bootstrap_timeout_ms = 300000;
   std::string socket_ifname;
   int socket_family = 0;  // 0: any; else AF_INET or AF_INET6
+  std::string trace_dir;   // empty: no tracing
+  size_t trace_events = 100000;
 
   // Parsed on first use; logged at INFO. Bad values are warned about and ignored.
   static const Env& Get();

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "core/trace.h"
 
 namespace weft {
 namespace {
@@ -107,6 +108,7 @@ absl::Status HostStream::PendingError() {
 }
 
 void HostStream::Run() {
+  trace::NameThisThread("weft host stream");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     while (!stop_ && queue_.empty()) {

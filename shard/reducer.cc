@@ -11,6 +11,7 @@
 #include "core/memory.h"
 #include "core/status.h"
 #include "core/stream.h"
+#include "core/trace.h"
 #include "shard/plan_check.h"
 #include "shard/reducer_state.h"
 #include "shard/staging.h"
@@ -235,6 +236,10 @@ absl::Status Reducer::MarkReady(int index, void* grad, void* stream) {
   ptr_[index] = grad;
   ++marks_[index];
   active_ = true;
+  if (trace::Sink* sink = comm_->trace()) {
+    sink->Instant("mark_ready", "reducer", absl::StrFormat("\"grad\":%d,\"bucket\":%d,\"mark\":%d", index,
+                                                           plan_.bucket_of[index], marks_[index]));
+  }
   if (learning) {
     if (marks_[index] == 1) ready_order_.push_back(index);
     return absl::OkStatus();  // launched at Finalize, once the mark counts are known
@@ -294,6 +299,7 @@ absl::Status Reducer::Finalize(void* stream) {
 
   std::optional<DeviceScope> on;
   RETURN_IF_ERROR(EnterDevice(on));
+  trace::Span span(comm_->trace(), "finalize", "reducer");
   if (dev_) last_stream_ = stream;
   if (learning) {
     for (int g = 0; g < num_grads(); ++g) expected_[g] = std::max(1, marks_[g]);

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "core/status.h"
+#include "core/trace.h"
 #include "kernels/copy_plan.h"
 #include "kernels/kernels.h"
 #include "shard/reducer.h"
@@ -473,13 +474,21 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
   HostStream* const hs = &*stream_;
   const uint64_t before = hs->Mark();
   const Clock::time_point enqueued = Clock::now();
+  // The timeline: the launch on the caller's thread, the copies on the
+  // stream's, and the segment's collective labelled with its bucket.
+  trace::Sink* const sink = comm_->trace();
+  const std::string where = sink != nullptr ? absl::StrFormat("\"bucket\":%d,\"segment\":%zu", b, k) : "";
+  if (sink != nullptr) sink->Instant("launch_segment", "reducer", where);
+  const trace::Label label("bucket %d segment %zu", b, k);
   // The tasks hold copies of the plans (shared state): a later rebuild of
   // this segment's plans leaves the ones already enqueued intact.
   if (bs.fill != nullptr) {
     // The copy-in fills the segment (whatever its status: the call must
     // run on every rank); the call reaches at least the segment's end.
     if (in.elements() > 0) {
-      hs->Enqueue([in = std::move(in), m, fill = bs.fill, seg = bs.fill_seg0 + k] {
+      hs->Enqueue([in = std::move(in), m, fill = bs.fill, seg = bs.fill_seg0 + k, sink, where] {
+        trace::Span span(sink, "copy_in", "reducer");
+        span.Args("%s,\"elements\":%zu", where, in.elements());
         const absl::Status st = in.Run(m.scale_in, nullptr);
         fill->Filled(seg);
         return st;
@@ -487,13 +496,24 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
     }
     Note(comm_->AllReduceReady(bs.fill->buf, bs.fill_elem0 + bs.segs[k].end, m.op, hs));
   } else {
-    if (in.elements() > 0) hs->Enqueue([in = std::move(in), m] { return in.Run(m.scale_in, nullptr); });
+    if (in.elements() > 0) {
+      hs->Enqueue([in = std::move(in), m, sink, where] {
+        trace::Span span(sink, "copy_in", "reducer");
+        span.Args("%s,\"elements\":%zu", where, in.elements());
+        return in.Run(m.scale_in, nullptr);
+      });
+    }
     Note(data != nullptr ? comm_->AllReduce(data, data, n, dt, m.op, hs)
                          : comm_->AllReducePieces(pieces, m.op, hs));
   }
   const bool last = k + 1 == bs.segments();
-  hs->Enqueue([out = std::move(out), m, hs, before, enqueued, last, stats = stats_] {
-    const absl::Status st = out.Run(m.scale_out, nullptr);
+  hs->Enqueue([out = std::move(out), m, hs, before, enqueued, last, stats = stats_, sink, where] {
+    absl::Status st;
+    {
+      trace::Span span(sink, "copy_out", "reducer");
+      span.Args("%s,\"elements\":%zu", where, out.elements());
+      st = out.Run(m.scale_out, nullptr);
+    }
     const absl::StatusOr<Clock::time_point> free = hs->ReachedAt(before);
     const Clock::time_point started = free.ok() ? std::max(*free, enqueued) : enqueued;
     const double s = std::chrono::duration<double>(Clock::now() - started).count();

@@ -4,6 +4,7 @@
 
 #include "core/memory.h"
 #include "core/status.h"
+#include "core/trace.h"
 #include "shard/staging.h"
 
 namespace weft {
@@ -168,6 +169,9 @@ absl::Status ShardGroup::GatherInto(void* gathered, void* full, void* stream) {
   const size_t es = ElementSize(t);
   void* slot = Slot(gathered, t);
   const TensorRef master{master_, layout_.shard_numel, DataType::kFloat32};
+  trace::Span span(comm_->trace(), "gather", "shard_group");
+  span.Args("\"params\":%zu,\"elements\":%zu,\"dtype\":\"%s\"", layout_.numel.size(), layout_.total_numel, Name(t));
+  const trace::Label label("shard group of %zu elements: gather", layout_.total_numel);
   RETURN_IF_ERROR(kernels::Flatten({&master, 1}, slot, t, nullptr, 1.0f, stream));
   RETURN_IF_ERROR(comm_->AllGather(slot, gathered, layout_.shard_numel, t, stream));
   if (layout_.kind == LayoutKind::kFlat) return absl::OkStatus();
@@ -238,6 +242,8 @@ absl::Status ShardGroup::ReshardAfter(void* stream) {
   if (!unsharded()) return absl::OkStatus();
   CurrentDevice on(*mem_);
   RETURN_IF_ERROR(on.status());
+  trace::Span span(comm_->trace(), "reshard", "shard_group");
+  span.Args("\"params\":%zu,\"elements\":%zu", layout_.numel.size(), layout_.total_numel);
   PutAfter(gathered_, stream);
   PutAfter(full_, stream);
   gathered_ = full_ = nullptr;
@@ -289,6 +295,12 @@ absl::Status ShardGroup::ReducePacked(void* buf, void* stream) {
   const DataType t = options_.reduce_dtype;
   void* slot = Slot(buf, t);
   const size_t n = layout_.shard_numel;
+  const bool scatter = options_.reduction == GradReduction::kReduceScatter;
+  trace::Span span(comm_->trace(), scatter ? "reduce_scatter" : "reduce_all", "shard_group");
+  span.Args("\"params\":%zu,\"elements\":%zu,\"dtype\":\"%s\",\"hsdp\":%s", layout_.numel.size(),
+            layout_.total_numel, Name(t), replicas_ != nullptr ? "true" : "false");
+  const trace::Label label("shard group of %zu elements: %s", layout_.total_numel,
+                           scatter ? "reduce_scatter" : "all_reduce");
   absl::Status s = options_.reduction == GradReduction::kReduceScatter
                        ? comm_->ReduceScatter(buf, slot, n, t, RedOp::kAvg, stream)
                        : comm_->AllReduce(buf, buf, layout_.unsharded_numel(), t, RedOp::kAvg, stream);

@@ -56,6 +56,7 @@ struct Tuning {
 
 class P2pComm : public Communicator {
  public:
+  const char* engine() const override { return shm_ != nullptr ? "shm" : "p2p"; }
   // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
   P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning = Tuning{});
   ~P2pComm() override;
