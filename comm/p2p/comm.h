@@ -56,7 +56,11 @@ struct Tuning {
 
 class P2pComm : public Communicator {
  public:
-  const char* engine() const override { return shm_ != nullptr ? "shm" : "p2p"; }
+  // "hierarchical": a multi-node world whose large calls take the hierarchy
+  // (topology.h; smaller ones still run the point-to-point schedules).
+  const char* engine() const override {
+    return shm_ != nullptr ? "shm" : hier_ != nullptr ? "hierarchical" : "p2p";
+  }
   // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
   P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning = Tuning{});
   ~P2pComm() override;
