@@ -18,6 +18,7 @@
 //                       NCCL_SOCKET_IFNAME: "eth,ib" prefixes, "^docker"
 //                       excluded, "=eth0" exact (default: see comm/bootstrap)
 //   WEFT_SOCKET_FAMILY  AF_INET or AF_INET6: only that address family
+//   WEFT_FAULT          fault injection for testing (comm/fault.h); unset: none
 //
 // Explicit settings (weftConfig_t fields) win over these.
 #ifndef WEFT_CORE_ENV_H_
