@@ -5,6 +5,7 @@
 // both its halves pass needs both: when those halves are single ranks, the
 // link between them is named.
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -59,22 +60,17 @@ absl::Status RunBisection(Rank& r, const std::string& trigger, Report* out) {
     long long wrong = 0;
     double us = 0;
     const int calls = by_time ? plan.bisect_iters + 1 : plan.bisect_iters;
-    if (sub == nullptr) {
+    std::unique_ptr<weftComm, decltype(&weftCommDestroy)> owned(sub, &weftCommDestroy);
+    const int n = sub == nullptr ? 0 : static_cast<int>(halves[color].ranks.size());
+    if (by_time) {
+      ASSIGN_OR_RETURN(us, TakingTurns(r, static_cast<int>(halves.size()), color, [&] {
+        return TimeOn(r, sub, plan.bisect_bytes, plan.bisect_iters, absl::StrFormat("bisection level %d timed", level));
+      }, calls, absl::StrFormat("bisection level %d", level)));
+    } else if (sub == nullptr) {
       r.Skip(calls);
     } else {
-      const int n = static_cast<int>(halves[color].ranks.size());
-      if (by_time) {
-        absl::StatusOr<double> t =
-            TimeOn(r, sub, plan.bisect_bytes, plan.bisect_iters, absl::StrFormat("bisection level %d timed", level));
-        weftCommDestroy(sub);
-        RETURN_IF_ERROR(t.status());
-        us = *t;
-      } else {
-        absl::StatusOr<Verdict> v = CheckOn(r, sub, n, me, Coll::kAllReduce, plan.bisect_bytes, plan.bisect_iters);
-        weftCommDestroy(sub);
-        RETURN_IF_ERROR(v.status());
-        wrong = v->wrong;
-      }
+      ASSIGN_OR_RETURN(const Verdict v, CheckOn(r, sub, n, me, Coll::kAllReduce, plan.bisect_bytes, plan.bisect_iters));
+      wrong = v.wrong;
     }
     ASSIGN_OR_RETURN(std::vector<std::string> got,
                      r.Gather(absl::StrFormat("%d %d %.17g", color, wrong, us),

@@ -15,6 +15,9 @@
 #ifndef WEFT_BENCH_CHECK_PHASES_H_
 #define WEFT_BENCH_CHECK_PHASES_H_
 
+#include <functional>
+#include <string>
+
 #include "absl/status/status.h"
 #include "bench/check/pattern.h"
 #include "bench/check/rank.h"
@@ -34,6 +37,12 @@ absl::StatusOr<Verdict> CheckOn(Rank& r, weftComm_t comm, int n, int me, Coll c,
 // This rank's median time of an all-reduce of `bytes` on `comm` (one
 // untimed call first, then `iters` timed): iters + 1 calls.
 absl::StatusOr<double> TimeOn(Rank& r, weftComm_t comm, size_t bytes, int iters, const std::string& what);
+// `time()` for this rank's group `mine` of `groups` (-1: in none, which
+// returns -1), each making `calls` calls: all groups at once, or one after
+// another with a world barrier between turns where the ranks outnumber a
+// node's cores (Rank::oversubscribed).
+absl::StatusOr<double> TakingTurns(Rank& r, int groups, int mine, const std::function<absl::StatusOr<double>()>& time,
+                                   int calls, const std::string& what);
 
 }  // namespace weft_check
 

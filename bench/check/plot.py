@@ -52,15 +52,17 @@ def ranks(report, path):
     pair_us = report["rank_pair_time_us"]
     ax = axes[0]
     if pair_us and report["pairs"]:
-        # every pair moves the same message; the plan's size is not in the report, so plot time
-        ax.bar(range(n), pair_us, color=colors)
-        ax.axhline(report["pair_median_us"], color="gray", linestyle="--", label="median")
-        ax.set_ylabel("us (fastest pair, lower is better)")
-        ax.legend()
+        bw = [report["pair_bytes"] / t / 1e3 if t > 0 else 0 for t in pair_us]
+        median = report["pair_median_us"]
+        ax.bar(range(n), bw, color=colors)
+        if median > 0:
+            ax.axhline(report["pair_bytes"] / median / 1e3, color="gray", linestyle="--", label="median rank")
+            ax.legend()
+        ax.set_ylabel("GB/s (algbw, higher is better)")
     else:
         ax.text(0.5, 0.5, "pairs need 3 or more ranks", ha="center", transform=ax.transAxes)
     ax.set_xlabel("rank")
-    ax.set_title("each rank's fastest pair exchange")
+    ax.set_title(f"each rank's fastest pair, all_reduce of {size_label(report['pair_bytes'])}")
     ax = axes[1]
     if report["speed"]:
         last = report["speed"][-1]
@@ -72,6 +74,7 @@ def ranks(report, path):
         ax.text(0.5, 0.5, "no speed measurements", ha="center", transform=ax.transAxes)
     ax.set_xlabel("rank")
     for a in axes:
+        a.set_xticks(range(n))
         a.grid(True, axis="y", alpha=0.3)
     fig.suptitle("red: named slow or bad by weft-check")
     fig.tight_layout()

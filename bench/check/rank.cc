@@ -5,8 +5,12 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "core/status.h"
 
 namespace weft_check {
@@ -94,13 +98,19 @@ absl::Status Rank::Start(bool* made_dir) {
   ASSIGN_OR_RETURN(std::vector<std::string> dirs, Gather(dir, "agreeing on the heartbeat directory"));
   dir_ = dirs[0];
   ASSIGN_OR_RETURN(hb_, Heartbeat::Start(dir_, rank_, me_.node, me_.device));
-  ASSIGN_OR_RETURN(std::vector<std::string> ids, Gather(absl::StrFormat("%s\t%s", me_.node, me_.device), "identities"));
+  me_.cores = static_cast<int>(std::thread::hardware_concurrency());
+  ASSIGN_OR_RETURN(std::vector<std::string> ids,
+                   Gather(absl::StrFormat("%s\t%s\t%d", me_.node, me_.device, me_.cores), "identities"));
   everyone_.resize(nranks_);
+  std::map<std::string, int> per_node;
   for (int r = 0; r < nranks_; ++r) {
-    const size_t tab = ids[r].find('\t');
-    everyone_[r].rank = r;
-    everyone_[r].node = ids[r].substr(0, tab);
-    everyone_[r].device = tab == std::string::npos ? "" : ids[r].substr(tab + 1);
+    const std::vector<std::string> f = absl::StrSplit(ids[r], '\t');
+    Identity& id = everyone_[r];
+    id.rank = r;
+    id.node = f[0];
+    id.device = f.size() > 1 ? f[1] : "";
+    if (f.size() < 3 || !absl::SimpleAtoi(f[2], &id.cores)) id.cores = 0;
+    if (++per_node[id.node] > id.cores) oversubscribed_ = true;
   }
   return absl::OkStatus();
 }

@@ -26,6 +26,7 @@ struct Identity {
   int rank = 0;
   std::string node;
   std::string device;  // "cpu" for host memory, "cuda:N" for a device
+  int cores = 0;       // its node's hardware threads
 };
 
 class Rank {
@@ -46,6 +47,10 @@ class Rank {
   absl::Status Start(bool* made_dir);
   const std::vector<Identity>& everyone() const { return everyone_; }
   const std::string& heartbeat_dir() const { return dir_; }
+  // Whether some node runs more ranks than it has cores. Ranks timed side
+  // by side there would measure the scheduler, not the ranks, so timed
+  // groups take turns instead.
+  bool oversubscribed() const { return oversubscribed_; }
 
   // One weft call, under the heartbeat; its error names `what`.
   absl::Status Call(const std::string& what, const std::function<weftResult_t()>& call);
@@ -69,6 +74,7 @@ class Rank {
   Identity me_;
   std::vector<Identity> everyone_;
   std::string dir_;
+  bool oversubscribed_ = false;
   std::unique_ptr<Heartbeat> hb_;
   long long seq_ = 0;
 };

@@ -172,8 +172,8 @@ absl::Status WriteJson(const std::string& path, const Report& r) {
                                 Quote(p.pairing), p.a, p.b, Num(p.time_us), p.slow ? "true" : "false"));
   }
   j += "  \"pairs\": [\n" + absl::StrJoin(v, ",\n") + (v.empty() ? "" : "\n") + "  ],\n";
-  j += absl::StrFormat("  \"rank_pair_time_us\": %s,\n  \"pair_median_us\": %s,\n", Doubles(r.rank_pair_us),
-                       Num(r.pair_median_us));
+  j += absl::StrFormat("  \"pair_bytes\": %d,\n  \"rank_pair_time_us\": %s,\n  \"pair_median_us\": %s,\n",
+                       r.pair_bytes, Doubles(r.rank_pair_us), Num(r.pair_median_us));
   j += absl::StrFormat("  \"thresholds\": {\"slow_ratio\": %s, \"slow_floor_us\": %s},\n", Num(r.slow_ratio),
                        Num(r.slow_floor_us));
   v.clear();

@@ -70,6 +70,7 @@ struct Report {
   std::vector<CheckRow> correctness;
   std::vector<SpeedRow> speed;
   std::vector<PairRow> pairs;
+  size_t pair_bytes = 0;
   std::vector<double> rank_pair_us;  // each rank's fastest pair
   double pair_median_us = 0;
   double slow_ratio = 0, slow_floor_us = 0;
