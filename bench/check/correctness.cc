@@ -1,6 +1,7 @@
 // Correctness with attribution: every collective checked element by
 // element on every rank, each rank's findings gathered to all.
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -61,6 +62,7 @@ absl::Status RunCorrectness(Rank& r, Report* out) {
   const Plan& plan = r.options().plan;
   const int n = r.nranks();
   std::vector<std::string> mine;
+  std::vector<CheckRow> rows;  // into the report once every rank's findings are in
   for (Coll c : kColls) {
     for (size_t bytes : plan.check_bytes) {
       ASSIGN_OR_RETURN(const Verdict v, CheckOn(r, r.world(), n, r.rank(), c, bytes, plan.check_iters));
@@ -74,23 +76,23 @@ absl::Status RunCorrectness(Rank& r, Report* out) {
       row.dtype = Pattern(c, n, 0, 1).dtype() == weftFloat32 ? "float32" : "float64";
       row.bytes = bytes;
       row.iterations = plan.check_iters;
-      out->correctness.push_back(row);
+      rows.push_back(row);
     }
   }
   ASSIGN_OR_RETURN(std::vector<std::string> all, r.Gather(absl::StrJoin(mine, "\n"), "gathering the checks"));
-  for (CheckRow& row : out->correctness) {
+  for (CheckRow& row : rows) {
     row.wrong.assign(n, 0);
     row.first.assign(n, "");
     row.suspects.assign(n, {});
   }
   for (int q = 0; q < n; ++q) {
     const std::vector<std::string> lines = absl::StrSplit(all[q], '\n');
-    if (lines.size() != out->correctness.size()) {
-      return weft::InternalError("rank %d reported %zu checks, not %zu", q, lines.size(), out->correctness.size());
+    if (lines.size() != rows.size()) {
+      return weft::InternalError("rank %d reported %zu checks, not %zu", q, lines.size(), rows.size());
     }
     for (size_t i = 0; i < lines.size(); ++i) {
       const std::vector<std::string> f = absl::StrSplit(lines[i], absl::MaxSplits('\t', 2));
-      CheckRow& row = out->correctness[i];
+      CheckRow& row = rows[i];
       if (f.size() != 3 || !absl::SimpleAtoi(f[0], &row.wrong[q])) {
         return weft::InternalError("rank %d's check %zu does not parse: '%s'", q, i, lines[i]);
       }
@@ -101,6 +103,7 @@ absl::Status RunCorrectness(Rank& r, Report* out) {
       row.first[q] = f[2];
     }
   }
+  out->correctness = std::move(rows);
   return absl::OkStatus();
 }
 

@@ -80,15 +80,20 @@ std::vector<std::string> Summary(const Report& r) {
                                 wrong == 0 ? "every element right on every rank"
                                            : absl::StrFormat("%d wrong elements", wrong)));
   }
+  constexpr int kWrongLines = 8;  // the JSON has every one
+  int lines = 0;
   for (const CheckRow& row : r.correctness) {
     for (size_t q = 0; q < row.wrong.size(); ++q) {
-      if (row.wrong[q] == 0) continue;
+      if (row.wrong[q] == 0 || lines++ >= kWrongLines) continue;
       s.push_back(absl::StrFormat("#   %s %s: rank %zu got %d wrong (%s)%s", row.collective, Size(row.bytes), q,
                                   row.wrong[q], row.first[q],
                                   row.suspects[q].empty() ? ""
                                                           : "; every one has a contribution from rank " +
                                                                 absl::StrJoin(row.suspects[q], ", rank ")));
     }
+  }
+  if (lines > kWrongLines) {
+    s.push_back(absl::StrFormat("#   ... and %d more (collective, size, rank) with wrong elements", lines - kWrongLines));
   }
   if (!r.speed.empty()) {
     const SpeedRow& last = r.speed.back();
