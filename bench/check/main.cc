@@ -226,7 +226,9 @@ int Main(int argc, char** argv) {
   }
   for (size_t i = 0; i < comms.size(); ++i) {
     // A rank that failed keeps its heartbeat a moment for rank 0 to read.
-    if (!status[i].ok() && ranks[i]->rank() != 0 && comms.size() == 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (!status[i].ok() && ranks[i]->rank() != 0 && comms.size() == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     Cleanup(*ranks[i], made[i]);
   }
   for (weftComm_t c : comms) weftCommDestroy(c);

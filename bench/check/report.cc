@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/status.h"
@@ -26,12 +27,12 @@ std::string Quote(const std::string& s) {
   return o + "\"";
 }
 
-std::string Ints(const std::vector<int>& v) { return "[" + absl::StrJoin(v, ", ") + "]"; }
+std::string Ints(const std::vector<int>& v) { return absl::StrCat("[", absl::StrJoin(v, ", "), "]"); }
 
 std::string Links(const std::vector<std::pair<int, int>>& v) {
   std::vector<std::string> p;
   for (const auto& [a, b] : v) p.push_back(absl::StrFormat("[%d, %d]", a, b));
-  return "[" + absl::StrJoin(p, ", ") + "]";
+  return absl::StrCat("[", absl::StrJoin(p, ", "), "]");
 }
 
 std::string Num(double d) { return absl::StrFormat("%.6g", d); }
@@ -39,7 +40,7 @@ std::string Num(double d) { return absl::StrFormat("%.6g", d); }
 std::string Doubles(const std::vector<double>& v) {
   std::vector<std::string> s;
   for (double d : v) s.push_back(Num(d));
-  return "[" + absl::StrJoin(s, ", ") + "]";
+  return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
 }
 
 std::string Size(size_t b) {
@@ -52,7 +53,7 @@ std::string Group(const std::vector<int>& ranks) {
   if (ranks.size() > 2 && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size())) {
     return absl::StrFormat("[%d-%d]", ranks.front(), ranks.back());
   }
-  return "[" + absl::StrJoin(ranks, ",") + "]";
+  return absl::StrCat("[", absl::StrJoin(ranks, ","), "]");
 }
 
 }  // namespace
@@ -93,7 +94,8 @@ std::vector<std::string> Summary(const Report& r) {
     }
   }
   if (lines > kWrongLines) {
-    s.push_back(absl::StrFormat("#   ... and %d more (collective, size, rank) with wrong elements", lines - kWrongLines));
+    s.push_back(absl::StrFormat("#   ... and %d more (collective, size, rank) with wrong elements",
+                                lines - kWrongLines));
   }
   if (!r.speed.empty()) {
     const SpeedRow& last = r.speed.back();

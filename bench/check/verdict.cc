@@ -25,7 +25,9 @@ bool JudgeCorrectness(Report* r) {
     for (int q = 0; q < n; ++q) {
       if (row.wrong[q] == 0) continue;
       Add(&wrong_ranks, q);
-      if (example.empty()) example = absl::StrFormat("%s %d B on rank %d: %s", row.collective, row.bytes, q, row.first[q]);
+      if (example.empty()) {
+        example = absl::StrFormat("%s %d B on rank %d: %s", row.collective, row.bytes, q, row.first[q]);
+      }
       for (int s = 0; s < n; ++s) {
         if (std::find(row.suspects[q].begin(), row.suspects[q].end(), s) == row.suspects[q].end()) shared[s] = false;
       }
