@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/arguments.h"
+#include "comm/fault.h"
 #include "core/env.h"
 #include "core/limits.h"
 #include "core/memory.h"
@@ -38,7 +39,9 @@ CommOptions ResolveOptions(CommOptions o) {
 Communicator::Communicator(int rank, int size, const CommOptions& options)
     : rank_(rank), size_(size), options_(options) {}
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  if (fault::Armed()) fault::Forget(this);
+}
 
 absl::Status Communicator::async_error() const {
   std::lock_guard<std::mutex> lock(error_mu_);
@@ -142,7 +145,10 @@ absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count,
     return InvalidArgument("all_reduce: sendbuf = %p and recvbuf = %p overlap without being equal", send, recv);
   }
   trace::NoteCall(count, static_cast<int>(t), static_cast<int>(op), -1);
-  return Issue("all_reduce", stream, [=, this] { return DoAllReduce(send, recv, count, t, op, stream); });
+  const fault::Call call{send, *bytes, recv, *bytes, t, true};
+  return Issue("all_reduce", stream, fault::Hook(*this, call, [=, this](const void* s) {
+    return DoAllReduce(s, recv, count, t, op, stream);
+  }));
 }
 
 absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
@@ -159,8 +165,10 @@ absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t re
                            "(sendbuf + rank %d * recvcount)", recv, send, own, rank_);
   }
   trace::NoteCall(recvcount, static_cast<int>(t), static_cast<int>(op), -1);
-  return Issue("reduce_scatter", stream,
-               [=, this] { return DoReduceScatter(send, recv, recvcount, t, op, stream); });
+  const fault::Call call{send, *total, recv, block, t, true};
+  return Issue("reduce_scatter", stream, fault::Hook(*this, call, [=, this](const void* s) {
+    return DoReduceScatter(s, recv, recvcount, t, op, stream);
+  }));
 }
 
 absl::Status Communicator::AllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) {
@@ -176,7 +184,10 @@ absl::Status Communicator::AllGather(const void* send, void* recv, size_t sendco
                            "(recvbuf + rank %d * sendcount)", send, recv, own, rank_);
   }
   trace::NoteCall(sendcount, static_cast<int>(t), -1, -1);
-  return Issue("all_gather", stream, [=, this] { return DoAllGather(send, recv, sendcount, t, stream); });
+  const fault::Call call{send, block, recv, *total, t, false};
+  return Issue("all_gather", stream, fault::Hook(*this, call, [=, this](const void* s) {
+    return DoAllGather(s, recv, sendcount, t, stream);
+  }));
 }
 
 absl::Status Communicator::Broadcast(const void* send, void* recv, size_t count, DataType t, int root,
@@ -193,7 +204,10 @@ absl::Status Communicator::Broadcast(const void* send, void* recv, size_t count,
     return InvalidArgument("broadcast: sendbuf = %p and recvbuf = %p overlap without being equal", send, recv);
   }
   trace::NoteCall(count, static_cast<int>(t), -1, root);
-  return Issue("broadcast", stream, [=, this] { return DoBroadcast(send, recv, count, t, root, stream); });
+  const fault::Call call{send, *bytes, recv, *bytes, t, false};
+  return Issue("broadcast", stream, fault::Hook(*this, call, [=, this](const void* s) {
+    return DoBroadcast(s, recv, count, t, root, stream);
+  }));
 }
 
 const std::vector<Piece>& PieceList::pieces() const {
@@ -292,7 +306,7 @@ absl::Status Communicator::DoAllReducePieces(const std::vector<Piece>&, DataType
 }
 
 absl::Status Communicator::Barrier() {
-  return Issue("barrier", nullptr, [this] { return DoBarrier(); });
+  return Issue("barrier", nullptr, fault::Hook(*this, {}, [this](const void*) { return DoBarrier(); }));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {
@@ -304,6 +318,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   RETURN_IF_ERROR(Issue("split", nullptr, [&]() -> absl::Status {
     ASSIGN_OR_RETURN(out, DoSplit(color, key));
     if (out != nullptr) out->InheritTrace(*this);
+    if (fault::Armed()) fault::Inherit(*this, out.get());
     return absl::OkStatus();
   }));
   return out;

@@ -8,6 +8,7 @@
 
 #include "comm/arguments.h"
 #include "comm/communicator.h"
+#include "comm/fault.h"
 #include "core/status.h"
 #include "core/trace.h"
 
@@ -56,7 +57,10 @@ absl::Status Communicator::Reduce(const void* send, void* recv, size_t count, Da
     }
   }
   trace::NoteCall(count, static_cast<int>(t), static_cast<int>(op), root);
-  return Issue("reduce", stream, [=, this] { return DoReduce(send, recv, count, t, op, root, stream); });
+  const size_t out = rank_ == root ? *bytes : 0;
+  return Issue("reduce", stream, fault::Hook(*this, {send, *bytes, recv, out, t, true}, [=, this](const void* s) {
+    return DoReduce(s, recv, count, t, op, root, stream);
+  }));
 }
 
 absl::Status Communicator::Gather(const void* send, void* recv, size_t sendcount, DataType t, int root,

@@ -8,6 +8,7 @@
 #include "comm/bootstrap/launch.h"
 #include "comm/bootstrap/socket.h"
 #include "comm/trace_clock.h"
+#include "comm/fault.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -58,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> FromBootstrap(Backend backend, boo
   }
   Log(LogLevel::kInfo, "init: rank %d of %d, backend %s, memory %s, bootstrap over %s", b.rank(), b.size(),
       Name(backend), Name(options.memory), b.Describe());
-  return AlignTraceClock(f->init_bootstrap(b, options));
+  return fault::AtInit(AlignTraceClock(f->init_bootstrap(b, options)));
 }
 
 }  // namespace
@@ -80,6 +81,7 @@ const BackendFactory* FindBackend(Backend id) {
 
 absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(Backend backend, const CommOptions& in) {
   const CommOptions options = ResolveOptions(in);
+  RETURN_IF_ERROR(fault::CheckEnv());
   const bootstrap::MpiHooks* mpi = bootstrap::Mpi();
   ASSIGN_OR_RETURN(bootstrap::Launch launch, bootstrap::FindLaunch(mpi != nullptr));
   if (launch.kind == bootstrap::LaunchKind::kNone && mpi != nullptr && mpi->active()) {
@@ -105,7 +107,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(Backend backend, const C
       return InvalidArgument("backend MPI needs an MPI launcher, but this process was started by %s (%s): use "
                              "weftBackendAuto or UCX for host memory there", Name(launch.kind), launch.why);
     }
-    return AlignTraceClock(f->init_mpi_world(options));  // outside a launcher: MPI's singleton world
+    return fault::AtInit(AlignTraceClock(f->init_mpi_world(options)));  // outside a launcher: MPI's singleton world
   }
   if (backend == Backend::kInProcess && launch.size > 1) {
     return InvalidArgument("the in-process backend makes one-rank worlds per process (weftCommInitInProcess for "
@@ -130,6 +132,7 @@ absl::StatusOr<bootstrap::UniqueId> MakeUniqueId() { return bootstrap::MakeUniqu
 absl::StatusOr<std::unique_ptr<Communicator>> InitRank(Backend backend, int nranks, const bootstrap::UniqueId& id,
                                                        int rank, const CommOptions& in) {
   const CommOptions options = ResolveOptions(in);
+  RETURN_IF_ERROR(fault::CheckEnv());
   if (nranks < 1) return InvalidArgument("nranks = %d must be at least 1", nranks);
   if (rank < 0 || rank >= nranks) return InvalidArgument("rank = %d is outside [0, nranks = %d)", rank, nranks);
   if (backend == Backend::kAuto) backend = AutoForBootstrap(options, nranks);

@@ -27,6 +27,7 @@
 //                       rank there (core/trace.h); unset: no tracing
 //   WEFT_TRACE_EVENTS   events a rank holds in memory before it appends them
 //                       to its trace file, >= 64 (100000)
+//   WEFT_FAULT          fault injection for testing (comm/fault.h); unset: none
 //
 // Explicit settings (weftConfig_t fields) win over these.
 #ifndef WEFT_CORE_ENV_H_

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "comm/fault.h"
 #include "comm/registry.h"
 #include "core/status.h"
 
@@ -141,7 +142,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> InProcComm::DoSplit(int color, int
   return out;
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> InitInProcess(int n, const CommOptions& in) {
+namespace {
+
+// InitInProcess without WEFT_FAULT's checks, which a one-rank world made
+// through InitWorld has already had.
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> MakeInProcess(int n, const CommOptions& in) {
   if (n < 1) return InvalidArgument("nranks = %d must be at least 1", n);
   if (in.memory != MemKind::kHost) {
     return InvalidArgument("config.memory = %s: the in-process backend works on host memory", Name(in.memory));
@@ -154,6 +159,13 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> InitInProcess(int n, 
   return comms;
 }
 
+}  // namespace
+
+absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> InitInProcess(int n, const CommOptions& in) {
+  RETURN_IF_ERROR(fault::CheckEnv());
+  return fault::AtInit(MakeInProcess(n, in));
+}
+
 namespace {
 
 // A process's own world: one rank (several ranks of one process come from
@@ -163,7 +175,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorldOneRank(bootstrap::Bootst
     return InvalidArgument("the in-process backend makes a one-rank world per process, not one of %d ranks",
                            b.size());
   }
-  ASSIGN_OR_RETURN(auto comms, InitInProcess(1, options));
+  ASSIGN_OR_RETURN(auto comms, MakeInProcess(1, options));
   return std::move(comms[0]);
 }
 

@@ -1,0 +1,118 @@
+#include "bench/check/rank.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/status.h"
+
+namespace weft_check {
+
+absl::Status WeftError(const std::string& what, weftResult_t r) {
+  if (r == weftSuccess) return absl::OkStatus();
+  const std::string detail = weftGetLastError();
+  return weft::SystemError("%s: %s (%s)", what, detail, weftGetErrorString(r));
+}
+
+absl::Status Rank::Call(const std::string& what, const std::function<weftResult_t()>& call) {
+  const long long seq = ++seq_;
+  if (hb_) hb_->Enter(seq, what);
+  const weftResult_t r = call();
+  if (r != weftSuccess) {
+    const absl::Status s = WeftError(what, r);
+    if (hb_) hb_->SetState("failed: " + std::string(s.message()));
+    return s;
+  }
+  if (hb_) hb_->Complete(seq);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> Rank::Gather(weftComm_t comm, int n, const std::string& mine,
+                                                      const std::string& what) {
+  constexpr int kCopies = 3;
+  // The longest string first (as 8 decimal digits, three copies), then the
+  // strings padded to it.
+  const auto exchange = [&](const std::string& block, const std::string& name)
+      -> absl::StatusOr<std::vector<std::string>> {
+    std::string send;
+    for (int c = 0; c < kCopies; ++c) send += block;
+    std::string recv(send.size() * n, '\0');
+    RETURN_IF_ERROR(Call(what + " (" + name + ")", [&] {
+      return weftAllGather(send.data(), recv.data(), send.size(), weftUint8, comm, nullptr);
+    }));
+    std::vector<std::string> out(n, std::string(block.size(), '\0'));
+    for (int r = 0; r < n; ++r) {
+      const char* base = recv.data() + static_cast<size_t>(r) * send.size();
+      for (size_t i = 0; i < block.size(); ++i) {
+        const char a = base[i], b = base[block.size() + i], c = base[2 * block.size() + i];
+        out[r][i] = (a == b || a == c) ? a : b;  // two of three agree
+      }
+    }
+    return out;
+  };
+  ASSIGN_OR_RETURN(std::vector<std::string> lengths, exchange(absl::StrFormat("%08zu", mine.size()), "sizes"));
+  size_t longest = 0;
+  std::vector<size_t> size(n);
+  for (int r = 0; r < n; ++r) {
+    size[r] = std::strtoull(lengths[r].c_str(), nullptr, 10);
+    longest = std::max(longest, size[r]);
+  }
+  std::string padded = mine;
+  padded.resize(longest, '\0');
+  ASSIGN_OR_RETURN(std::vector<std::string> all, exchange(padded, "data"));
+  for (int r = 0; r < n; ++r) all[r].resize(size[r]);
+  return all;
+}
+
+absl::Status Rank::Start(bool* made_dir) {
+  *made_dir = false;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  me_.rank = rank_;
+  me_.node = host;
+  me_.device = "cpu";
+  if (o_.memory == weftMemoryCuda) {
+    int device = -1;
+    RETURN_IF_ERROR(WeftError("weftCommGetCudaDevice", weftCommGetCudaDevice(world_, &device)));
+    me_.device = absl::StrFormat("cuda:%d", device);
+  }
+  // The directory: the operator's, or one rank 0 makes.
+  std::string dir = o_.heartbeat_dir;
+  if (dir.empty() && rank_ == 0) {
+    char tmpl[] = "/tmp/weft-check-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      return weft::SystemError("cannot make a heartbeat directory under /tmp: %s (pass --heartbeat DIR)",
+                               std::strerror(errno));
+    }
+    dir = tmpl;
+    *made_dir = true;
+  }
+  // Agreed on before the heartbeat runs: this first call goes unrecorded.
+  ASSIGN_OR_RETURN(std::vector<std::string> dirs, Gather(dir, "agreeing on the heartbeat directory"));
+  dir_ = dirs[0];
+  ASSIGN_OR_RETURN(hb_, Heartbeat::Start(dir_, rank_, me_.node, me_.device));
+  me_.cores = static_cast<int>(std::thread::hardware_concurrency());
+  ASSIGN_OR_RETURN(std::vector<std::string> ids,
+                   Gather(absl::StrFormat("%s\t%s\t%d", me_.node, me_.device, me_.cores), "identities"));
+  everyone_.resize(nranks_);
+  std::map<std::string, int> per_node;
+  for (int r = 0; r < nranks_; ++r) {
+    const std::vector<std::string> f = absl::StrSplit(ids[r], '\t');
+    Identity& id = everyone_[r];
+    id.rank = r;
+    id.node = f[0];
+    id.device = f.size() > 1 ? f[1] : "";
+    if (f.size() < 3 || !absl::SimpleAtoi(f[2], &id.cores)) id.cores = 0;
+    if (++per_node[id.node] > id.cores) oversubscribed_ = true;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft_check

@@ -1,0 +1,26 @@
+// From measurements to verdicts: which ranks are bad, slow or hung, and
+// the line that says why for each.
+#ifndef WEFT_BENCH_CHECK_VERDICT_H_
+#define WEFT_BENCH_CHECK_VERDICT_H_
+
+#include <string>
+
+#include "bench/check/report.h"
+
+namespace weft_check {
+
+// Ranks whose output was wrong, or, when every rank's was, the rank whose
+// contribution every wrong element shares. Returns whether anything was wrong.
+bool JudgeCorrectness(Report* r);
+// The slow ranks and links the pairs found, with their lines.
+void JudgeSpeed(Report* r);
+// What bisection adds: the isolated ranks where the direct attribution
+// named none, and the links it found.
+void JudgeBisection(Report* r);
+// After a call failed or timed out: the ranks' heartbeats in `dir` say
+// which call hung, who never joined it and what each completed last.
+void JudgeHang(const std::string& dir, Report* r);
+
+}  // namespace weft_check
+
+#endif  // WEFT_BENCH_CHECK_VERDICT_H_
