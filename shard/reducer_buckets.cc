@@ -157,8 +157,9 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
   // runs on into the next bucket when that is ready too: without compute
   // between the gradients, a backward's calls are then one or two rather
   // than one per bucket, each a synchronisation of every rank's thread.
-  if (!dev_ && options_.gradient_as_bucket_view && options_.merge_ready_segments && comm_->AgreesReadyInCall()) {
-    const bool chain = comm_->ReducesReadyParts();
+  if (!dev_ && options_.gradient_as_bucket_view && options_.merge_ready_segments && direct_ != nullptr &&
+      direct_->AgreesReadyInCall()) {
+    const bool chain = direct_->ReducesReadyParts();
     std::shared_ptr<ReadyFill> fill;
     std::vector<Piece> parts;
     const auto close = [&] {
@@ -377,8 +378,8 @@ int Reducer::WholeSlot(int b, size_t k) const {
 // needs no 1/N before the sum: both backends that reduce pieces accumulate
 // halves in float32.
 bool Reducer::InPieces(int b, size_t k) const {
-  if (!options_.reduce_in_pieces || options_.gradient_as_bucket_view || !comm_->ReducesPieces() ||
-      WholeSlot(b, k) >= 0) {
+  if (!options_.reduce_in_pieces || options_.gradient_as_bucket_view || direct_ == nullptr ||
+      !direct_->ReducesPieces() || WholeSlot(b, k) >= 0) {
     return false;
   }
   const BucketState& bs = *buckets_[b];
@@ -396,7 +397,7 @@ bool Reducer::InPieces(int b, size_t k) const {
 // rank), each at this rank's memory: the gradient where it is marked, else
 // the slot (a view, an unused gradient's zeros). Gaps between slots are left
 // out: nobody reads them. Checked once per set of pointers
-// (Communicator::CheckPieces), like the plans. Gradients whose memory
+// (DirectReduce::CheckPieces), like the plans. Gradients whose memory
 // overlaps would be averaged twice, perhaps by two in-process threads at
 // once: that is noted and this rank's pieces fall back to the slots, so the
 // collective still runs with the peers and Finalize reports the error, as
@@ -421,11 +422,11 @@ void Reducer::MakePieces(int b, size_t k, SegmentCopies& c) {
   std::vector<Piece> slots = pieces;
   for (Piece& piece : slots) piece.send = piece.recv = bs.buf->data + (s0 + piece.offset) * es;
   const auto label = [&](size_t i) { return "gradient " + GradLabel(grads_, grad[i]); };
-  absl::StatusOr<PieceList> checked = comm_->CheckPieces(std::move(pieces), bk.dtype, label);
+  absl::StatusOr<PieceList> checked = direct_->CheckPieces(std::move(pieces), bk.dtype, label);
   c.built = checked.ok();  // else checked again at the next launch
   if (!checked.ok()) {
     Note(checked.status());
-    checked = comm_->CheckPieces(std::move(slots), bk.dtype);  // the bucket's own layout: cannot fail
+    checked = direct_->CheckPieces(std::move(slots), bk.dtype);  // the bucket's own layout: cannot fail
   }
   Note(checked.status());
   c.pieces = checked.ok() ? *std::move(checked) : PieceList();
@@ -485,11 +486,11 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
         return st;
       });
     }
-    Note(comm_->AllReduceReady(bs.fill->buf, bs.fill_elem0 + bs.segs[k].end, m.op, hs));
+    Note(direct_->AllReduceReady(bs.fill->buf, bs.fill_elem0 + bs.segs[k].end, m.op, hs));
   } else {
     if (in.elements() > 0) hs->Enqueue([in = std::move(in), m] { return in.Run(m.scale_in, nullptr); });
     Note(data != nullptr ? comm_->AllReduce(data, data, n, dt, m.op, hs)
-                         : comm_->AllReducePieces(pieces, m.op, hs));
+                         : direct_->AllReducePieces(pieces, m.op, hs));
   }
   const bool last = k + 1 == bs.segments();
   hs->Enqueue([out = std::move(out), m, hs, before, enqueued, last, stats = stats_] {

@@ -44,7 +44,7 @@ struct Reducer::Buffer {
 // rebuilds both. Dtypes, the bucket buffer and its scales are fixed for the
 // life of the bucket (a rebuild makes new buckets; scales are given at each
 // Run), so the pointers are the whole key. The same holds for a segment
-// reduced in pieces (`pieces`), checked once (Communicator::CheckPieces).
+// reduced in pieces (`pieces`), checked once (DirectReduce::CheckPieces).
 //
 // CUDA (a bucket is one segment): making a device plan costs a host wait
 // (kernels/cuda/copy.cu uploads the table with cudaMemcpy and waits for the

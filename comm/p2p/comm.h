@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "comm/direct.h"
 #include "comm/p2p/backoff.h"
 #include "comm/p2p/check.h"
 #include "comm/p2p/collectives.h"
@@ -52,7 +53,9 @@ struct Tuning {
   size_t eager_message_bytes = 16 << 20;
 };
 
-class P2pComm : public Communicator {
+// Offers the direct-buffer reductions (comm/direct.h): pieces and ready
+// extents in the shared-memory rounds on one node, the defaults elsewhere.
+class P2pComm : public Communicator, public DirectReduce {
  public:
   // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
   P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning = Tuning{});
