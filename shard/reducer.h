@@ -193,7 +193,6 @@ class Reducer {
   struct Buffer;
   struct BucketState;
   struct StatsBox;
-  struct BucketMath;
   Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerOptions& options,
           std::unique_ptr<DeviceSide> dev);
 
@@ -215,11 +214,7 @@ class Reducer {
   void MakeCopies(int b, size_t k, SegmentCopies& c);  // c's plans for the pointers marked now
   void* CopyKey(int b, size_t s) const;  // slot s's pointer in its segments' plan key
   void RetireCopies(SegmentCopies& c);   // drops c's plans (CUDA: to dev_, see DeviceSide::Retire)
-  int WholeSlot(int b, size_t k) const;  // host: the slot segment k lies wholly inside (in place), or -1
   void LaunchOnHost(int b, size_t k, unsigned char* at, size_t n);
-  // Whether host segment k is reduced in pieces (DirectReduce::AllReducePieces);
-  // decided once per layout, in BucketState::seg_in_pieces.
-  bool InPieces(int b, size_t k) const;
   // c.pieces for the pointers marked now.
   void MakePieces(int b, size_t k, SegmentCopies& c);
   void LaunchOnDevice(int b, unsigned char* at, size_t n);
@@ -231,7 +226,6 @@ class Reducer {
   absl::Status CopyBytes(void* dst, const void* src, size_t bytes);
   void Note(const absl::Status& s);     // keeps the first error of work launched in this backward
   void* CommStream() const;             // CUDA: the comm stream; host: nullptr
-  BucketMath Math(const Bucket& bk) const;
   absl::Status Rebuild();  // collective: rank 0's ready order to all, re-plan
   void ResetIteration();
   std::string Labels(const std::vector<int>& grads) const;
