@@ -1,5 +1,5 @@
 // AllReduceReady: an all-reduce of a buffer still being filled, reducing
-// what every rank has ready when it runs (comm/communicator.h).
+// what every rank has ready when it runs (comm/direct.h).
 //
 // Why: the DDP reducer launches a bucket's segments in order as backward
 // fills them, one collective each so that communication starts early. When
@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "comm/communicator.h"
+#include "comm/direct.h"
 #include "core/status.h"
 #include "core/trace.h"
 
@@ -48,7 +48,7 @@ void ReadyBuffer::Reset() {
   calls_ = merged_ = 0;
 }
 
-absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size_t upto, RedOp op, void* stream) {
+absl::Status DirectReduce::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size_t upto, RedOp op, void* stream) {
   if (buf == nullptr) return InvalidArgument("all_reduce_ready: buf is NULL");
   const DataType t = buf->dtype();
   if (!IsValid(t)) {
@@ -59,9 +59,9 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
     return InvalidArgument("all_reduce_ready: op = %d is not a weftRedOp_t (expected 0..%d)", static_cast<int>(op),
                            kNumRedOps - 1);
   }
-  if (memory() != MemKind::kHost) {
+  if (self_.memory() != MemKind::kHost) {
     return Unsupported("all_reduce_ready: backend %s works on %s memory; the ranks agree on what is ready when the "
-                       "call runs, which only host memory can tell", Name(backend()), Name(memory()));
+                       "call runs, which only host memory can tell", Name(self_.backend()), Name(self_.memory()));
   }
   if (upto > buf->count()) {
     return InvalidArgument("all_reduce_ready: upto = %zu is beyond the buffer's %zu elements", upto, buf->count());
@@ -72,7 +72,7 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
   // The parts are fixed: checked on a buffer's first call on this communicator (the reducer makes ~50 calls
   // a step on one buffer of several parts).
   const std::vector<Piece>& parts = buf->parts();
-  for (size_t i = 0, at = 0; buf->checked_for_.load(std::memory_order_acquire) != this && i < parts.size();
+  for (size_t i = 0, at = 0; buf->checked_for_.load(std::memory_order_acquire) != &self_ && i < parts.size();
        at += parts[i].count, ++i) {
     const Piece& p = parts[i];
     if (p.send != p.recv || p.offset != at) {
@@ -80,13 +80,13 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
                              "recv %p, offset %zu where the parts before end at %zu)", i, p.send, p.recv, p.offset,
                              at);
     }
-    RETURN_IF_ERROR(Annotate(CheckBuffer(parts.size() == 1 ? "the buffer's data" : "a part of the buffer", p.recv,
+    RETURN_IF_ERROR(Annotate(self_.CheckBuffer(parts.size() == 1 ? "the buffer's data" : "a part of the buffer", p.recv,
                                          p.count * ElementSize(t)),
                              "all_reduce_ready"));
   }
-  buf->checked_for_.store(this, std::memory_order_release);
+  buf->checked_for_.store(&self_, std::memory_order_release);
   trace::NoteCall(upto, static_cast<int>(t), static_cast<int>(op), -1);
-  return Issue("all_reduce_ready", stream, [this, buf = std::move(buf), upto, t, op]() -> absl::Status {
+  return self_.Issue("all_reduce_ready", stream, [this, buf = std::move(buf), upto, t, op]() -> absl::Status {
     ReadyBuffer& b = *buf;
     ++b.calls_;
     if (b.reduced_ >= upto) {  // an earlier call reached past [0, upto), on every rank
@@ -97,7 +97,7 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
     absl::Status short_of;
     if (ready < upto) {
       short_of = InvalidUsage("rank %d had [0, %zu) of the buffer ready when the call that must reach %zu ran; it "
-                              "reduced whatever lay there, so the peers' results are wrong too", rank(), ready, upto);
+                              "reduced whatever lay there, so the peers' results are wrong too", self_.rank(), ready, upto);
     }
     const size_t offer = std::max(ready, upto);
     ASSIGN_OR_RETURN(const size_t agreed, b.parts().size() == 1
@@ -112,11 +112,11 @@ absl::Status Communicator::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
 // the same call: the minimum of {offer, reduced, -reduced, upto, -upto,
 // layout, -layout} gives the least offer and, for the others, both their
 // least and greatest.
-absl::StatusOr<size_t> Communicator::AgreeReady(size_t reduced, size_t offer, size_t upto, uint64_t layout) {
+absl::StatusOr<size_t> DirectReduce::AgreeReady(size_t reduced, size_t offer, size_t upto, uint64_t layout) {
   const auto s = [](size_t v) { return static_cast<int64_t>(v); };
   const auto l = static_cast<int64_t>(layout >> 2);  // negating it cannot overflow
   int64_t v[7] = {s(offer), s(reduced), -s(reduced), s(upto), -s(upto), l, -l};
-  RETURN_IF_ERROR(DoAllReduce(v, v, 7, DataType::kInt64, RedOp::kMin, nullptr));
+  RETURN_IF_ERROR(self_.DoAllReduce(v, v, 7, DataType::kInt64, RedOp::kMin, nullptr));
   if (v[1] != -v[2] || v[3] != -v[4]) {
     return InvalidUsage("the ranks called all_reduce_ready at different points: reduced %d to %d, upto %d to %d "
                         "(every rank must issue the same calls on the same buffer)", v[1], -v[2], v[3], -v[4]);
@@ -127,24 +127,24 @@ absl::StatusOr<size_t> Communicator::AgreeReady(size_t reduced, size_t offer, si
   return static_cast<size_t>(v[0]);
 }
 
-absl::StatusOr<size_t> Communicator::DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto,
+absl::StatusOr<size_t> DirectReduce::DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto,
                                                       DataType t, RedOp op) {
   ASSIGN_OR_RETURN(const size_t agreed, AgreeReady(reduced, offer, upto, 0));
   void* from = static_cast<unsigned char*>(data) + reduced * ElementSize(t);
-  RETURN_IF_ERROR(DoAllReduce(from, from, agreed - reduced, t, op, nullptr));
+  RETURN_IF_ERROR(self_.DoAllReduce(from, from, agreed - reduced, t, op, nullptr));
   return agreed;
 }
 
 // The agreement compares the parts' layouts, so every rank that gets past
 // it makes the same calls here.
-absl::StatusOr<size_t> Communicator::DoAllReduceReadyParts(const std::vector<Piece>& parts, size_t reduced,
+absl::StatusOr<size_t> DirectReduce::DoAllReduceReadyParts(const std::vector<Piece>& parts, size_t reduced,
                                                            size_t offer, size_t upto, DataType t, RedOp op) {
   ASSIGN_OR_RETURN(const size_t agreed, AgreeReady(reduced, offer, upto, PartsLayout(parts)));
   for (const Piece& p : parts) {
     const size_t lo = std::max(reduced, p.offset), hi = std::min(agreed, p.offset + p.count);
     if (lo >= hi) continue;
     void* from = static_cast<unsigned char*>(p.recv) + (lo - p.offset) * ElementSize(t);
-    RETURN_IF_ERROR(DoAllReduce(from, from, hi - lo, t, op, nullptr));
+    RETURN_IF_ERROR(self_.DoAllReduce(from, from, hi - lo, t, op, nullptr));
   }
   return agreed;
 }

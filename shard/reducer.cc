@@ -57,7 +57,7 @@ absl::Status CheckCudaStream(void* stream) {
 
 Reducer::Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerOptions& options,
                  std::unique_ptr<DeviceSide> dev)
-    : comm_(comm), grads_(std::move(grads)), options_(options), dev_(std::move(dev)),
+    : comm_(comm), direct_(FindDirectReduce(*comm)), grads_(std::move(grads)), options_(options), dev_(std::move(dev)),
       stats_(std::make_shared<StatsBox>()) {
   if (!dev_) stream_.emplace();
   const size_t n = grads_.size();

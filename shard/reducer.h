@@ -40,7 +40,7 @@
 //             its bucket (in-process: and of the next buckets of its dtype)
 //             that all ranks have ready when it runs, and the calls it
 //             covered do nothing (merge_ready_segments,
-//             Communicator::AllReduceReady);
+//             DirectReduce::AllReduceReady);
 //   in place  host, separate buffers: a segment lying wholly inside one
 //             gradient (of the bucket's type, not float16) is averaged in
 //             the gradient's own memory instead of copied in and out, so a
@@ -66,6 +66,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
+#include "comm/direct.h"
 #include "core/device_runtime.h"
 #include "core/stream.h"
 #include "shard/bucket_plan.h"
@@ -88,7 +89,7 @@ struct ReducerOptions {
   // CUDA memory: a bucket is one piece (NCCL pipelines it itself).
   size_t segment_bytes = size_t{2} << 20;
   // Host memory, separate buffers, on a backend that reduces a buffer in
-  // pieces (Communicator::ReducesPieces: in-process ranks, MPI or UCX ranks
+  // pieces (DirectReduce::ReducesPieces: in-process ranks, MPI or UCX ranks
   // on one node): a segment is averaged straight from and into its
   // gradients, with no copy into the bucket and back. Off: the copy plans,
   // as elsewhere.
@@ -98,15 +99,15 @@ struct ReducerOptions {
   // where a copy plan moves many tiny gradients in one pass.
   size_t min_piece_bytes = 4096;
   // Host memory, gradient as bucket view, on a backend whose ranks agree on
-  // what is ready within the call (Communicator::AgreesReadyInCall:
+  // what is ready within the call (DirectReduce::AgreesReadyInCall:
   // in-process ranks, MPI or UCX ranks on one node): each segment's
   // all-reduce reaches as far into its bucket as every rank has filled when
-  // it runs (Communicator::AllReduceReady), and the segments queued behind it that
+  // it runs (DirectReduce::AllReduceReady), and the segments queued behind it that
   // it covered cost nothing. Only a reducer that has fallen behind merges:
   // when backward outpaces the collectives, as with no compute between
   // gradients, a bucket goes in one call instead of one per segment. Where
   // a ready buffer in parts costs what one does (in-process ranks:
-  // Communicator::ReducesReadyParts) the call runs on into the next buckets
+  // DirectReduce::ReducesReadyParts) the call runs on into the next buckets
   // of the same dtype too.
   bool merge_ready_segments = true;
 };
@@ -192,7 +193,6 @@ class Reducer {
   struct Buffer;
   struct BucketState;
   struct StatsBox;
-  struct BucketMath;
   Reducer(Communicator* comm, std::vector<GradSpec> grads, const ReducerOptions& options,
           std::unique_ptr<DeviceSide> dev);
 
@@ -214,11 +214,7 @@ class Reducer {
   void MakeCopies(int b, size_t k, SegmentCopies& c);  // c's plans for the pointers marked now
   void* CopyKey(int b, size_t s) const;  // slot s's pointer in its segments' plan key
   void RetireCopies(SegmentCopies& c);   // drops c's plans (CUDA: to dev_, see DeviceSide::Retire)
-  int WholeSlot(int b, size_t k) const;  // host: the slot segment k lies wholly inside (in place), or -1
   void LaunchOnHost(int b, size_t k, unsigned char* at, size_t n);
-  // Whether host segment k is reduced in pieces (Communicator::AllReducePieces);
-  // decided once per layout, in BucketState::seg_in_pieces.
-  bool InPieces(int b, size_t k) const;
   // c.pieces for the pointers marked now.
   void MakePieces(int b, size_t k, SegmentCopies& c);
   void LaunchOnDevice(int b, unsigned char* at, size_t n);
@@ -230,13 +226,13 @@ class Reducer {
   absl::Status CopyBytes(void* dst, const void* src, size_t bytes);
   void Note(const absl::Status& s);     // keeps the first error of work launched in this backward
   void* CommStream() const;             // CUDA: the comm stream; host: nullptr
-  BucketMath Math(const Bucket& bk) const;
   absl::Status Rebuild();  // collective: rank 0's ready order to all, re-plan
   void ResetIteration();
   std::string Labels(const std::vector<int>& grads) const;
   void* SlotPtr(int g) const;
 
   Communicator* const comm_;
+  DirectReduce* const direct_;  // comm_'s direct-buffer reductions, asked for once; null where not offered
   const std::vector<GradSpec> grads_;
   const ReducerOptions options_;
 

@@ -22,15 +22,6 @@ namespace shard {
 
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-// Whether a gradient of type `t` in bucket `bk` may be averaged where it
-// lies (WholeSlot): the bucket's own type, except float16, whose 1/N copy-in
-// is what keeps a sum of large gradients from overflowing.
-bool InPlaceType(const Bucket& bk, DataType t) { return t == bk.dtype && bk.dtype != DataType::kFloat16; }
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Reducer::Buffer>> Reducer::Buffer::Make(size_t n, DeviceSide* dev) {
   std::unique_ptr<Buffer> b(new Buffer());
   b->bytes = n;
@@ -89,43 +80,20 @@ void* Reducer::SlotPtr(int g) const {
 
 absl::Status Reducer::Layout(const PlanOptions& plan_options) {
   ASSIGN_OR_RETURN(BucketPlan plan, PlanBuckets(grads_, plan_options));
+  SegmentCaps caps;  // the same on every rank (options and backend), so all issue the same calls
+  caps.world_size = comm_->size();
+  caps.device = dev_ != nullptr;
+  caps.reduces_pieces = direct_ != nullptr && direct_->ReducesPieces();
+  caps.agrees_ready_in_call = direct_ != nullptr && direct_->AgreesReadyInCall();
+  caps.reduces_ready_parts = direct_ != nullptr && direct_->ReducesReadyParts();
+  SegmentPlan segments = PlanSegments(plan, grads_, options_, caps);
   std::vector<std::unique_ptr<BucketState>> buckets;
-  for (const Bucket& bk : plan.buckets) {
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
     auto bs = std::make_unique<BucketState>();
-    bs->layout = bk;
-    ASSIGN_OR_RETURN(bs->buf, NewBuffer(bk.bytes()));
-    // On CUDA a bucket is one segment: NCCL pipelines a large message itself,
-    // and each launch costs a kernel and a collective.
-    const size_t n = bk.grads.size();
-    std::vector<size_t> counts(n);
-    std::vector<bool> whole(n);
-    for (size_t s = 0; s < n; ++s) {
-      counts[s] = grads_[bk.grads[s]].count;
-      whole[s] = InPlaceType(bk, grads_[bk.grads[s]].dtype);
-    }
-    bs->segs = dev_ ? std::vector<Segment>{{0, bk.length}}
-                    : CutSegments(bk, counts, std::max<size_t>(options_.segment_bytes / ElementSize(bk.dtype), 1),
-                                  whole);
-    const size_t segments = bs->segs.size();
-    bs->seg_grads.assign(segments, 0);
-    bs->seg_slot.assign(segments, n);
-    bs->seg_slot_end.assign(segments, 0);
-    bs->slot_seg.assign(n, 0);
-    bs->slot_seg_end.assign(n, 0);
-    size_t k = 0;  // segments and slots both ascend: one pass
-    for (size_t s = 0; s < n; ++s) {
-      if (counts[s] == 0) continue;  // holds no element, so no segment waits for it
-      const size_t o = bk.offsets[s], e = o + counts[s];
-      while (k < segments && bs->segs[k].end <= o) ++k;
-      bs->slot_seg[s] = k;
-      for (size_t j = k; j < segments && bs->segs[j].begin < e; ++j) {
-        ++bs->seg_grads[j];
-        bs->seg_slot[j] = std::min(bs->seg_slot[j], s);
-        bs->seg_slot_end[j] = s + 1;
-        bs->slot_seg_end[s] = j + 1;
-      }
-    }
-    bs->copies.resize(segments);
+    static_cast<BucketSegments&>(*bs) = std::move(segments.buckets[b]);
+    bs->layout = plan.buckets[b];
+    ASSIGN_OR_RETURN(bs->buf, NewBuffer(bs->layout.bytes()));
+    bs->copies.resize(bs->segments());
     buckets.push_back(std::move(bs));
   }
   // CUDA: the old buckets' plans may still be queued on the comm stream
@@ -146,42 +114,24 @@ absl::Status Reducer::Layout(const PlanOptions& plan_options) {
   plan_ = std::move(plan);
   buckets_ = std::move(buckets);
   if (relayout) ++layout_version_;
-  for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {  // the layout decides, once
+  // Ready segments: one ReadyBuffer per chain, its buckets' memory as its
+  // parts. Without compute between the gradients, a backward's calls are
+  // then one or two per chain rather than one per segment, each a
+  // synchronisation of every rank's thread.
+  for (size_t b = 0; b < buckets_.size(); ++b) {
     BucketState& bs = *buckets_[b];
-    bs.seg_in_pieces.resize(bs.segments());
-    for (size_t k = 0; k < bs.segments(); ++k) bs.seg_in_pieces[k] = !dev_ && InPieces(b, k);
-  }
-  // Views on a backend that settles the ready extent within the call: the
-  // same on every rank (options and backend), so all issue the same calls.
-  // Where a buffer in parts costs what one buffer does (in-process ranks),
-  // consecutive buckets of one dtype make one ReadyBuffer, so that a call
-  // runs on into the next bucket when that is ready too: without compute
-  // between the gradients, a backward's calls are then one or two rather
-  // than one per bucket, each a synchronisation of every rank's thread.
-  if (!dev_ && options_.gradient_as_bucket_view && options_.merge_ready_segments && comm_->AgreesReadyInCall()) {
-    const bool chain = comm_->ReducesReadyParts();
-    std::shared_ptr<ReadyFill> fill;
+    if (bs.ready_first != static_cast<int>(b)) continue;
+    auto fill = std::make_shared<ReadyFill>();
+    fill->first = bs.ready_first;
     std::vector<Piece> parts;
-    const auto close = [&] {
-      if (fill == nullptr) return;
-      fill->buf = std::make_shared<ReadyBuffer>(std::move(parts), buckets_[fill->first]->layout.dtype);
-      fill->filled.assign(fill->seg_end.size(), 0);
-      parts.clear();
-    };
-    for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
-      BucketState& bs = *buckets_[b];
-      if (fill == nullptr || !chain || buckets_[fill->first]->layout.dtype != bs.layout.dtype) {
-        close();
-        fill = std::make_shared<ReadyFill>();
-        fill->first = b;
-      }
-      bs.fill = fill;
-      bs.fill_seg0 = fill->seg_end.size();
-      bs.fill_elem0 = parts.empty() ? 0 : parts.back().offset + parts.back().count;
-      parts.push_back(Piece{bs.buf->data, bs.buf->data, bs.fill_elem0, bs.layout.length});
-      for (const Segment& seg : bs.segs) fill->seg_end.push_back(bs.fill_elem0 + seg.end);
+    for (size_t c = b; c < buckets_.size() && buckets_[c]->ready_first == bs.ready_first; ++c) {
+      BucketState& part = *buckets_[c];
+      part.fill = fill;
+      parts.push_back(Piece{part.buf->data, part.buf->data, part.ready_elem0, part.layout.length});
+      for (const Segment& seg : part.segs) fill->seg_end.push_back(part.ready_elem0 + seg.end);
     }
-    close();
+    fill->buf = std::make_shared<ReadyBuffer>(std::move(parts), bs.layout.dtype);
+    fill->filled.assign(fill->seg_end.size(), 0);
   }
   return absl::OkStatus();
 }
@@ -224,7 +174,7 @@ void Reducer::LaunchReady() {
   }
   for (const auto& [b, k] : go) {
     const BucketState& bs = *buckets_[b];
-    if (bs.fill != nullptr && !FilledByCopy(b, k)) bs.fill->Filled(bs.fill_seg0 + k);
+    if (bs.fill != nullptr && !FilledByCopy(b, k)) bs.fill->Filled(bs.ready_seg0 + k);
   }
   for (const auto& [b, k] : go) Launch(b, k);
 }
@@ -238,19 +188,6 @@ void Reducer::SlotIn(int g) {
     for (size_t k = bs.slot_seg[s]; k < bs.slot_seg_end[s]; ++k) --bs.seg_pending[k];
   }
   LaunchReady();
-}
-
-Reducer::BucketMath Reducer::Math(const Bucket& bk) const {
-  BucketMath m;
-  const float n = static_cast<float>(comm_->size());
-  if (!IsFloating(bk.dtype) || options_.gradient_as_bucket_view) {
-    m.op = RedOp::kAvg;  // in place; integers divide with truncation
-  } else if (bk.dtype == DataType::kFloat16 && options_.comm_dtype) {
-    m.scale_in = m.scale_out = 1.0f / std::sqrt(n);  // neither the sum nor the result overflows
-  } else {
-    m.scale_in = 1.0f / n;
-  }
-  return m;
 }
 
 // A bucket runs as segments of at most options_.segment_bytes: copy-in,
@@ -298,7 +235,7 @@ const SegmentCopies& Reducer::Copies(int b, size_t k) {
   const size_t first = bs.seg_slot[k], end = std::max(first, bs.seg_slot_end[k]);
   auto key = [&](size_t s) { return CopyKey(b, s); };
   if (!c.built || !SegmentCopies::Holds(c.ptrs, first, end, key)) {
-    if (buckets_[b]->seg_in_pieces[k]) {
+    if (bs.way[k] == SegmentWay::kPieces) {
       MakePieces(b, k, c);
     } else {
       MakeCopies(b, k, c);
@@ -346,58 +283,11 @@ void Reducer::RetireCopies(SegmentCopies& c) {
   c.in = c.out = kernels::CopyPlan();
 }
 
-// A host segment that lies wholly inside one gradient of the bucket's type
-// is averaged where the gradient lies: copying it into the bucket and back
-// would only add two passes over it. Every gradient of at least a segment's
-// size is such a segment (CutSegments): most of the bytes of real models.
-// Whether a segment qualifies depends on the layout alone, so every rank
-// reduces it with the same op (average, no 1/N in a copy-in); a rank whose
-// gradient is not there to reduce in place (unused here, a view, or
-// misaligned) copies it through the slot unscaled instead. Float16 keeps the
-// 1/N copy-in: it is what keeps a sum of large gradients from overflowing.
-int Reducer::WholeSlot(int b, size_t k) const {
-  const BucketState& bs = *buckets_[b];
-  const Bucket& bk = bs.layout;
-  if (bs.seg_slot_end[k] != bs.seg_slot[k] + 1) return -1;
-  const size_t s = bs.seg_slot[k];
-  const GradSpec& spec = grads_[bk.grads[s]];
-  const size_t s0 = bs.segs[k].begin, s1 = bs.segs[k].end;
-  if (!InPlaceType(bk, spec.dtype)) return -1;
-  // No alignment gap or padding in it: those exist only in the bucket.
-  if (bk.offsets[s] > s0 || bk.offsets[s] + spec.count < s1) return -1;
-  return static_cast<int>(s);
-}
-
-// Whether a host segment goes in pieces depends on the layout and options
-// alone, so every rank issues the same collective. Not in view mode (the
-// gradients are the bucket: one contiguous call), not a whole-gradient
-// segment (a plain all-reduce where the gradient lies), not a compressed
-// bucket (the copies cast), only on a backend that reduces pieces, and only
-// when the pieces average min_piece_bytes (10,000 gradients of 1-512
-// elements ran 50% slower in pieces than through the copy plans). Float16
-// needs no 1/N before the sum: both backends that reduce pieces accumulate
-// halves in float32.
-bool Reducer::InPieces(int b, size_t k) const {
-  if (!options_.reduce_in_pieces || options_.gradient_as_bucket_view || !comm_->ReducesPieces() ||
-      WholeSlot(b, k) >= 0) {
-    return false;
-  }
-  const BucketState& bs = *buckets_[b];
-  size_t pieces = 0;
-  for (size_t s = bs.seg_slot[k]; s < bs.seg_slot_end[k]; ++s) {
-    const int g = bs.layout.grads[s];
-    if (grads_[g].dtype != bs.layout.dtype) return false;
-    pieces += grads_[g].count > 0 ? 1 : 0;
-  }
-  const size_t bytes = (bs.segs[k].end - bs.segs[k].begin) * ElementSize(bs.layout.dtype);
-  return pieces > 0 && bytes >= pieces * options_.min_piece_bytes;
-}
-
 // One piece per slot with elements in the segment (the same on every
 // rank), each at this rank's memory: the gradient where it is marked, else
 // the slot (a view, an unused gradient's zeros). Gaps between slots are left
 // out: nobody reads them. Checked once per set of pointers
-// (Communicator::CheckPieces), like the plans. Gradients whose memory
+// (DirectReduce::CheckPieces), like the plans. Gradients whose memory
 // overlaps would be averaged twice, perhaps by two in-process threads at
 // once: that is noted and this rank's pieces fall back to the slots, so the
 // collective still runs with the peers and Finalize reports the error, as
@@ -422,27 +312,27 @@ void Reducer::MakePieces(int b, size_t k, SegmentCopies& c) {
   std::vector<Piece> slots = pieces;
   for (Piece& piece : slots) piece.send = piece.recv = bs.buf->data + (s0 + piece.offset) * es;
   const auto label = [&](size_t i) { return "gradient " + GradLabel(grads_, grad[i]); };
-  absl::StatusOr<PieceList> checked = comm_->CheckPieces(std::move(pieces), bk.dtype, label);
+  absl::StatusOr<PieceList> checked = direct_->CheckPieces(std::move(pieces), bk.dtype, label);
   c.built = checked.ok();  // else checked again at the next launch
   if (!checked.ok()) {
     Note(checked.status());
-    checked = comm_->CheckPieces(std::move(slots), bk.dtype);  // the bucket's own layout: cannot fail
+    checked = direct_->CheckPieces(std::move(slots), bk.dtype);  // the bucket's own layout: cannot fail
   }
   Note(checked.status());
   c.pieces = checked.ok() ? *std::move(checked) : PieceList();
 }
 
+// The segment's way and math come from the plan (shard/segment_plan.h);
+// only the memory an in-place segment is reduced in is this rank's choice.
 void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
   const BucketState& bs = *buckets_[b];
   const Bucket& bk = bs.layout;
-  BucketMath m = Math(bk);
+  const SegmentWay way = bs.way[k];
+  const SegmentMath m = bs.math[k];
   const DataType dt = bk.dtype;
   void* data = nullptr;
-  // Merging segments reduce the bucket: a whole gradient that is not its
-  // slot is copied in like any other, not averaged where it lies.
-  const int whole = bs.fill != nullptr ? -1 : WholeSlot(b, k);
-  if (whole >= 0) {
-    m = BucketMath{1.0f, 1.0f, RedOp::kAvg};
+  if (way == SegmentWay::kInPlace) {
+    const size_t whole = bs.seg_slot[k];
     const int g = bk.grads[whole];
     auto* p = static_cast<unsigned char*>(ptr_[g]);
     if (p != nullptr && p != SlotPtr(g) && reinterpret_cast<uintptr_t>(p) % ElementSize(dt) == 0) {
@@ -455,14 +345,13 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
     std::lock_guard<std::mutex> lock(stats_->mu);
     ++stats_->value.segments_launched;
     if (data != nullptr) ++stats_->value.segments_in_place;
-    else if (bs.seg_in_pieces[k]) ++stats_->value.segments_in_pieces;
+    else if (way == SegmentWay::kPieces) ++stats_->value.segments_in_pieces;
   }
   if (data != nullptr) {
     // in place: nothing to copy
-  } else if (bs.seg_in_pieces[k]) {
+  } else if (way == SegmentWay::kPieces) {
     pieces = Copies(b, k).pieces;  // shared, not copied
-    m = BucketMath{1.0f, 1.0f, RedOp::kAvg};
-  } else {
+  } else {  // copy, ready, or an in-place segment whose gradient is not there
     const SegmentCopies& c = Copies(b, k);
     in = c.in;
     out = c.out;
@@ -482,11 +371,11 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
   const trace::Label label("bucket %d segment %zu", b, k);
   // The tasks hold copies of the plans (shared state): a later rebuild of
   // this segment's plans leaves the ones already enqueued intact.
-  if (bs.fill != nullptr) {
+  if (way == SegmentWay::kReady) {
     // The copy-in fills the segment (whatever its status: the call must
     // run on every rank); the call reaches at least the segment's end.
     if (in.elements() > 0) {
-      hs->Enqueue([in = std::move(in), m, fill = bs.fill, seg = bs.fill_seg0 + k, sink, where] {
+      hs->Enqueue([in = std::move(in), m, fill = bs.fill, seg = bs.ready_seg0 + k, sink, where] {
         trace::Span span(sink, "copy_in", "reducer");
         span.Args("%s,\"elements\":%zu", where, in.elements());
         const absl::Status st = in.Run(m.scale_in, nullptr);
@@ -494,7 +383,7 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
         return st;
       });
     }
-    Note(comm_->AllReduceReady(bs.fill->buf, bs.fill_elem0 + bs.segs[k].end, m.op, hs));
+    Note(direct_->AllReduceReady(bs.fill->buf, bs.ready_elem0 + bs.segs[k].end, m.op, hs));
   } else {
     if (in.elements() > 0) {
       hs->Enqueue([in = std::move(in), m, sink, where] {
@@ -503,8 +392,8 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
         return in.Run(m.scale_in, nullptr);
       });
     }
-    Note(data != nullptr ? comm_->AllReduce(data, data, n, dt, m.op, hs)
-                         : comm_->AllReducePieces(pieces, m.op, hs));
+    Note(way == SegmentWay::kPieces ? direct_->AllReducePieces(pieces, m.op, hs)
+                                    : comm_->AllReduce(data, data, n, dt, m.op, hs));
   }
   const bool last = k + 1 == bs.segments();
   hs->Enqueue([out = std::move(out), m, hs, before, enqueued, last, stats = stats_, sink, where] {
@@ -533,7 +422,7 @@ void Reducer::LaunchOnHost(int b, size_t k, unsigned char* at, size_t n) {
 void Reducer::LaunchOnDevice(int b, unsigned char* at, size_t n) {
   BucketState& bs = *buckets_[b];
   const Bucket& bk = bs.layout;
-  const BucketMath m = Math(bk);
+  const SegmentMath m = bs.math[0];
   void* const s = dev_->stream();
   SegmentCopies& c = bs.copies[0];
   const size_t first = bs.seg_slot[0], end = std::max(first, bs.seg_slot_end[0]);

@@ -12,6 +12,7 @@
 #include "kernels/copy_plan.h"
 #include "kernels/kernels.h"
 #include "shard/reducer.h"
+#include "shard/segment_plan.h"
 
 namespace weft {
 namespace shard {
@@ -44,7 +45,7 @@ struct Reducer::Buffer {
 // rebuilds both. Dtypes, the bucket buffer and its scales are fixed for the
 // life of the bucket (a rebuild makes new buckets; scales are given at each
 // Run), so the pointers are the whole key. The same holds for a segment
-// reduced in pieces (`pieces`), checked once (Communicator::CheckPieces).
+// reduced in pieces (`pieces`), checked once (DirectReduce::CheckPieces).
 //
 // CUDA (a bucket is one segment): making a device plan costs a host wait
 // (kernels/cuda/copy.cu uploads the table with cudaMemcpy and waits for the
@@ -61,7 +62,7 @@ struct SegmentCopies {
   kernels::CopyPlan in;     // the gradients' pieces into the segment
   kernels::CopyPlan out;    // and back out
   // Instead of the plans, where the segment is reduced in pieces
-  // (Reducer::MakePieces): straight from and into the gradients, checked.
+  // (SegmentWay::kPieces): straight from and into the gradients, checked.
   PieceList pieces;
 
   // Whether `v` holds key(s) for the slots s in [first, end).
@@ -111,35 +112,19 @@ struct ReadyFill {
   }
 };
 
-struct Reducer::BucketState {
+// A bucket: its plan (shard/segment_plan.h: segments, their ways and math,
+// the slot maps) and what a backward changes.
+struct Reducer::BucketState : BucketSegments {
   Bucket layout;
   std::unique_ptr<Buffer> buf;
-  std::vector<Segment> segs;      // shard/bucket_plan.h CutSegments (CUDA: the whole bucket)
-  std::vector<int> seg_grads;     // per segment: gradients overlapping it
-  std::vector<int> seg_pending;   // per segment: of those, not in yet this backward
-  // Per segment: the slots overlapping it, [seg_slot[k], seg_slot_end[k])
-  // (slots are in ascending offset order, so they are contiguous).
-  std::vector<size_t> seg_slot, seg_slot_end;
-  // Per slot: the segments it overlaps, [slot_seg[s], slot_seg_end[s]).
-  std::vector<size_t> slot_seg, slot_seg_end;
+  std::vector<int> seg_pending;       // per segment: gradients overlapping it not in yet this backward
   std::vector<SegmentCopies> copies;  // per segment
-  std::vector<char> seg_in_pieces;    // per segment: reduced in pieces (Reducer::InPieces)
-  std::shared_ptr<ReadyFill> fill;    // merge_ready_segments (host, view mode), else null
-  size_t fill_seg0 = 0;               // this bucket's first segment in `fill`
-  size_t fill_elem0 = 0;              // and its first element in fill->buf
-  size_t segments() const { return seg_grads.size(); }
+  std::shared_ptr<ReadyFill> fill;    // ready segments: the chain's buffer (ready_first's), else null
 };
 
 struct Reducer::StatsBox {
   std::mutex mu;
   ReducerStats value;
-};
-
-// How a bucket is averaged (shard/reducer.h, "The division by the world size").
-struct Reducer::BucketMath {
-  float scale_in = 1.0f;
-  float scale_out = 1.0f;
-  RedOp op = RedOp::kSum;
 };
 
 // Tensors and slot offsets for one flatten or unflatten, kept alive by the

@@ -115,7 +115,7 @@ void World::ForgetSplit(uint64_t seq) {
 }
 
 InProcComm::InProcComm(std::shared_ptr<World> world, int rank, const CommOptions& options)
-    : Communicator(rank, world->size(), options), world_(std::move(world)), src_(size()), dst_(size()) {}
+    : Communicator(rank, world->size(), options), DirectReduce(this), world_(std::move(world)), src_(size()), dst_(size()) {}
 
 absl::StatusOr<std::unique_ptr<Communicator>> InProcComm::DoSplit(int color, int key) {
   RETURN_IF_ERROR(PublishSplit(color, key));

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/direct.h"
 
 namespace weft {
 namespace inproc {
@@ -104,7 +105,9 @@ class World {
   std::map<std::pair<int, int>, std::deque<Message>> mail_;  // (from, to), under mu_
 };
 
-class InProcComm final : public Communicator {
+// Offers the direct-buffer reductions (comm/direct.h): ranks read each
+// other's memory, so pieces and ready extents cost what one buffer does.
+class InProcComm final : public Communicator, public DirectReduce {
  public:
   InProcComm(std::shared_ptr<World> world, int rank, const CommOptions& options);
   Backend backend() const override { return Backend::kInProcess; }

@@ -32,7 +32,7 @@ thread_local bool making_hierarchy = false;
 }  // namespace
 
 P2pComm::P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning)
-    : Communicator(rank, size, options), tuning_(tuning),
+    : Communicator(rank, size, options), DirectReduce(this), tuning_(tuning),
       spin_(oversubscribed ? std::chrono::microseconds(0) : tuning.spin), check_(CheckCalls()),
       sent_(static_cast<size_t>(size)), received_(static_cast<size_t>(size)) {}
 
@@ -214,7 +214,7 @@ absl::StatusOr<size_t> P2pComm::DoAllReduceReady(void* data, size_t reduced, siz
                                                  RedOp op) {
   RETURN_IF_ERROR(Usable());
   if (size() == 1) return offer;
-  if (shm_ == nullptr) return Communicator::DoAllReduceReady(data, reduced, offer, upto, t, op);
+  if (shm_ == nullptr) return DirectReduce::DoAllReduceReady(data, reduced, offer, upto, t, op);
   absl::StatusOr<size_t> agreed = shm_->AllReduceReady(data, reduced, offer, upto, t, op, Wait());
   // Ranks that disagree all fail at the same point, before any round: the
   // communicator is still in step. Anything else breaks it.

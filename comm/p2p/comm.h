@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "comm/direct.h"
 #include "comm/p2p/backoff.h"
 #include "comm/p2p/check.h"
 #include "comm/p2p/collectives.h"
@@ -54,7 +55,9 @@ struct Tuning {
   size_t eager_message_bytes = 16 << 20;
 };
 
-class P2pComm : public Communicator {
+// Offers the direct-buffer reductions (comm/direct.h): pieces and ready
+// extents in the shared-memory rounds on one node, the defaults elsewhere.
+class P2pComm : public Communicator, public DirectReduce {
  public:
   // "hierarchical": a multi-node world whose large calls take the hierarchy
   // (topology.h; smaller ones still run the point-to-point schedules).

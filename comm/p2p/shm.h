@@ -55,6 +55,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "comm/direct.h"
 #include "comm/p2p/backoff.h"
 #include "comm/p2p/check.h"
 #include "core/dtype.h"
@@ -89,11 +90,11 @@ class NodeShm {
   size_t round_bytes() const { return round_bytes_; }
 
   absl::Status AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, const Patience& w);
-  // The same over a buffer that lies in pieces (Communicator::AllReducePieces):
+  // The same over a buffer that lies in pieces (DirectReduce::AllReducePieces):
   // the rounds are staged from the pieces and copied out into them, so the
   // reducer's separate gradients need no bucket copy on top of the staging.
   absl::Status AllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op, const Patience& w);
-  // Communicator::AllReduceReady's agreement and reduction: each rank's
+  // DirectReduce::AllReduceReady's agreement and reduction: each rank's
   // {offer, reduced, upto} go into its control page before one barrier,
   // every rank takes the least offer (and checks the others agree), then
   // [reduced, least offer) of `data` is all-reduced in place.

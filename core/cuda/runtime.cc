@@ -75,9 +75,10 @@ PointerKind ClassifyDevicePointer(const void* p) {
 
 namespace {
 
-// Installed at load time; the first classification, not the load, touches the driver.
+// Installed at load time; the load touches nothing, and classifications
+// reach the runtime only once the driver is mapped (core/memory.h).
 [[maybe_unused]] const bool kInstalled = [] {
-  SetPointerClassifier(&ClassifyDevicePointer);
+  SetPointerClassifier(&ClassifyDevicePointer, /*needs_driver=*/true);
   return true;
 }();
 

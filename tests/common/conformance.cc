@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "comm/direct.h"
 #include "core/stream.h"
 
 namespace weft {
@@ -290,11 +291,15 @@ std::string CheckAbort(Communicator& comm) {
 }
 
 std::string CheckAllReducePieces(Communicator& comm) {
+  DirectReduce* const direct = FindDirectReduce(comm);
+  if (direct == nullptr) {
+    return absl::StrCat("backend ", Name(comm.backend()), " offers no direct-buffer reductions (comm/direct.h)");
+  }
   const int n = comm.size(), r = comm.rank();
   std::vector<int32_t> one(4);
   const std::vector<Piece> probe = {{one.data(), one.data(), 0, 4}};
-  if (!comm.ReducesPieces()) {
-    const absl::Status s = comm.AllReducePieces(probe, DataType::kInt32, RedOp::kSum, nullptr);
+  if (!direct->ReducesPieces()) {
+    const absl::Status s = direct->AllReducePieces(probe, DataType::kInt32, RedOp::kSum, nullptr);
     if (s.code() != absl::StatusCode::kUnimplemented || !absl::StrContains(s.message(), Name(comm.backend()))) {
       return absl::StrCat("a backend that does not reduce pieces: got ", s.ToString(), ", want Unsupported");
     }
@@ -324,11 +329,11 @@ std::string CheckAllReducePieces(Communicator& comm) {
     absl::Status s;
     if (avg) {
       HostStream stream;
-      s = comm.AllReducePieces(pieces, t, RedOp::kAvg, &stream);
+      s = direct->AllReducePieces(pieces, t, RedOp::kAvg, &stream);
       const absl::Status done = stream.Synchronize();
       if (s.ok()) s = done;
     } else {
-      s = comm.AllReducePieces(pieces, t, RedOp::kSum, nullptr);
+      s = direct->AllReducePieces(pieces, t, RedOp::kSum, nullptr);
     }
     if (!s.ok()) return absl::StrCat("all_reduce_pieces (", Name(t), "): ", s.ToString());
     for (int i = 0; i < 3; ++i) {
@@ -356,7 +361,7 @@ std::string CheckAllReducePieces(Communicator& comm) {
       {&overflow, "overflows"},
       {&shared, "piece 0 and piece 1 overlap in memory"}};
   for (const auto& [list, want] : bad) {
-    const absl::Status s = comm.AllReducePieces(*list, DataType::kInt32, RedOp::kSum, nullptr);
+    const absl::Status s = direct->AllReducePieces(*list, DataType::kInt32, RedOp::kSum, nullptr);
     Expect(s.code() == absl::StatusCode::kInvalidArgument && absl::StrContains(s.message(), want),
            absl::StrCat("got ", s.ToString(), ", want InvalidArgument with \"", want, "\""), &err);
   }
@@ -365,6 +370,10 @@ std::string CheckAllReducePieces(Communicator& comm) {
 }
 
 std::string CheckAllReduceReady(Communicator& comm) {
+  DirectReduce* const direct = FindDirectReduce(comm);
+  if (direct == nullptr) {
+    return absl::StrCat("backend ", Name(comm.backend()), " offers no direct-buffer reductions (comm/direct.h)");
+  }
   const int n = comm.size(), r = comm.rank();
   std::string err;
   const size_t count = 300000;  // many 256 KiB chunks or shared-memory rounds
@@ -376,7 +385,7 @@ std::string CheckAllReduceReady(Communicator& comm) {
     HostStream stream;
     absl::Status s;
     for (size_t upto : uptos) {
-      if (s.ok()) s = comm.AllReduceReady(b, upto, op, on_stream ? &stream : nullptr);
+      if (s.ok()) s = direct->AllReduceReady(b, upto, op, on_stream ? &stream : nullptr);
     }
     const absl::Status done = stream.Synchronize();
     return s.ok() ? done : s;
@@ -477,15 +486,15 @@ std::string CheckAllReduceReady(Communicator& comm) {
   std::vector<int32_t> y(64, 1);
   auto b = std::make_shared<ReadyBuffer>(y.data(), y.size(), DataType::kInt32);
   b->SetReady(64);
-  absl::Status s = comm.AllReduceReady(nullptr, 1, RedOp::kSum, nullptr);
+  absl::Status s = direct->AllReduceReady(nullptr, 1, RedOp::kSum, nullptr);
   Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "buf is NULL"),
          "a NULL buffer: " + s.ToString(), &err);
-  s = comm.AllReduceReady(b, 65, RedOp::kSum, nullptr);
+  s = direct->AllReduceReady(b, 65, RedOp::kSum, nullptr);
   Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "upto = 65"), "upto beyond: " + s.ToString(),
          &err);
   if (n > 1) {
     // The last rank must reach 20, the others 10: every rank is told.
-    s = comm.AllReduceReady(b, r == n - 1 ? 20 : 10, RedOp::kSum, nullptr);
+    s = direct->AllReduceReady(b, r == n - 1 ? 20 : 10, RedOp::kSum, nullptr);
     Expect(absl::IsFailedPrecondition(s) && absl::StrContains(s.message(), "all_reduce_ready") &&
                absl::StrContains(s.message(), "20"),
            "different upto: " + s.ToString(), &err);
@@ -494,7 +503,7 @@ std::string CheckAllReduceReady(Communicator& comm) {
     // others finish with it.
     auto c = std::make_shared<ReadyBuffer>(y.data(), y.size(), DataType::kInt32);
     if (r != 0) c->SetReady(64);
-    s = comm.AllReduceReady(c, 10, RedOp::kSum, nullptr);
+    s = direct->AllReduceReady(c, 10, RedOp::kSum, nullptr);
     Expect(r == 0 ? absl::IsFailedPrecondition(s) && absl::StrContains(s.message(), "had [0, 0)") : s.ok(),
            "a rank short of upto: " + s.ToString(), &err);
     Expect(c->reduced() == 10, absl::StrCat("a rank short of upto: reduced ", c->reduced()), &err);
@@ -504,7 +513,7 @@ std::string CheckAllReduceReady(Communicator& comm) {
         std::vector<Piece>{{y.data(), y.data(), 0, first}, {y.data() + first, y.data() + first, first, 64 - first}},
         DataType::kInt32);
     d->SetReady(64);
-    s = comm.AllReduceReady(d, 64, RedOp::kSum, nullptr);
+    s = direct->AllReduceReady(d, 64, RedOp::kSum, nullptr);
     Expect(absl::IsFailedPrecondition(s) && absl::StrContains(s.message(), "all_reduce_ready"),
            "parts that differ: " + s.ToString(), &err);
     Expect(d->reduced() == 0, absl::StrCat("parts that differ: reduced ", d->reduced()), &err);
@@ -512,7 +521,7 @@ std::string CheckAllReduceReady(Communicator& comm) {
   // Parts must lie back to back, in place.
   auto e = std::make_shared<ReadyBuffer>(
       std::vector<Piece>{{y.data(), y.data(), 0, 8}, {y.data() + 9, y.data() + 9, 9, 8}}, DataType::kInt32);
-  s = comm.AllReduceReady(e, 8, RedOp::kSum, nullptr);
+  s = direct->AllReduceReady(e, 8, RedOp::kSum, nullptr);
   Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "part 1"), "a gap between parts: " +
          s.ToString(), &err);
   if (!err.empty()) return Finish("all_reduce_ready", r, err);

@@ -43,6 +43,8 @@ std::string CheckTimeout(Communicator& comm);
 // nothing.
 std::string CheckAbort(Communicator& comm);
 
+// The direct-buffer reductions (comm/direct.h), which every host backend
+// offers (a communicator without them fails these).
 // AllReducePieces: where the backend ReducesPieces, three pieces of a
 // logical buffer with gaps between them, in separate allocations, in and out
 // of place, inside one chunk or round, across a boundary and over many,

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/direct.h"
 #include "comm/p2p/comm.h"
 #include "shard/reducer.h"
 #include "gtest/gtest.h"
@@ -213,8 +214,10 @@ TEST(World, ReducerAveragesSeparateBuffers) {
       }
     }
   }
-  EXPECT_EQ((*red)->stats().segments_in_pieces > 0, comm->ReducesPieces());
-  EXPECT_EQ(comm->ReducesPieces(), dynamic_cast<const p2p::P2pComm&>(*comm).shared_memory());
+  const DirectReduce* direct = FindDirectReduce(*comm);
+  ASSERT_NE(direct, nullptr);
+  EXPECT_EQ((*red)->stats().segments_in_pieces > 0, direct->ReducesPieces());
+  EXPECT_EQ(direct->ReducesPieces(), dynamic_cast<const p2p::P2pComm&>(*comm).shared_memory());
 }
 
 // Gradients as bucket views on MPI ranks. Marked in registration order,
@@ -256,7 +259,7 @@ TEST(World, ReducerViewSegmentsMergeOnOneNode) {
     const int64_t buckets = after.buckets_launched - before.buckets_launched;
     const int64_t merged = after.segments_merged - before.segments_merged;
     EXPECT_GT(segments, buckets + 2);
-    EXPECT_EQ(merged, comm->AgreesReadyInCall() ? segments - buckets : 0) << "step " << step << " rank " << r;
+    EXPECT_EQ(merged, FindDirectReduce(*comm)->AgreesReadyInCall() ? segments - buckets : 0) << "step " << step << " rank " << r;
   }
 }
 

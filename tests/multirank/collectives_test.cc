@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "comm/direct.h"
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
@@ -251,7 +252,7 @@ TEST(InProcess, RanksWithDifferentPiecesAllFail) {
       const std::vector<Piece> mine = comm.rank() == comm.size() - 1
                                           ? std::vector<Piece>{{p, p, 0, 4}, {p + 4, p + 4, 4, 6}}
                                           : std::vector<Piece>{{p, p, 0, 10}};
-      const absl::Status s = comm.AllReducePieces(mine, DataType::kFloat32, RedOp::kSum, nullptr);
+      const absl::Status s = FindDirectReduce(comm)->AllReducePieces(mine, DataType::kFloat32, RedOp::kSum, nullptr);
       if (s.code() != absl::StatusCode::kFailedPrecondition ||
           s.message().find("with other piece offsets or counts") == std::string::npos) {
         return absl::StrFormat("differing pieces: got %s", s.ToString());

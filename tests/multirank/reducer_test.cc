@@ -152,7 +152,7 @@ TEST_P(ReducerWorld, GradientAsBucketView) {
 
 // Views on in-process ranks, which settle what is ready within the call
 // (ReducerOptions::merge_ready_segments) and chain the buckets of one dtype
-// into one ready buffer (Communicator::ReducesReadyParts): gradients marked
+// into one ready buffer (DirectReduce::ReducesReadyParts): gradients marked
 // in registration order hold every bucket back until the last mark (bucket
 // 0 holds the last gradient), so every segment is ready before the first is
 // enqueued and the whole backward goes in the first segment's call, on

@@ -10,6 +10,7 @@
 
 #include "capi/handles.h"
 #include "comm/communicator.h"
+#include "comm/direct.h"
 #include "core/stream.h"
 #include "tests/unit/unreachable_cuda_comm.h"
 #include "weft/weft.h"
@@ -34,17 +35,12 @@ TEST(CudaComm, CollectivesRefuseAWeftHostStream) {
 }
 
 // What every rank has ready is read on the host when the call runs, which
-// says nothing of what a CUDA stream has produced: refused before any
-// collective, naming the memory.
-TEST(CudaComm, AllReduceReadyIsHostMemoryOnly) {
-  UnreachableCudaComm comm(2, "all_reduce_ready's memory check");
-  float x[4] = {};
-  auto buf = std::make_shared<ReadyBuffer>(x, 4, DataType::kFloat32);
-  buf->SetReady(4);
-  const absl::Status s = comm.AllReduceReady(buf, 4, RedOp::kSum, nullptr);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-  EXPECT_NE(std::string(s.message()).find("only host memory"), std::string::npos) << s;
-  EXPECT_FALSE(comm.AgreesReadyInCall());
+// says nothing of what a CUDA stream has produced, and pieces are reduced
+// by the host: a CUDA communicator offers no direct-buffer reductions, so
+// the reducer plans plain all-reduces for it.
+TEST(CudaComm, OffersNoDirectReductions) {
+  UnreachableCudaComm comm(2, "the direct-buffer reductions' lookup");
+  EXPECT_EQ(FindDirectReduce(comm), nullptr);
 }
 
 TEST(CudaComm, TheCAbiRefusesAWeftHostStream) {
