@@ -10,12 +10,18 @@
 //               late: the last rank skips the 4th all-reduce (and waits past
 //                 the timeout before it destroys its communicator); every
 //                 other rank's call must time out with the hang report:
-//                 the late rank not arrived, its last completed call named.
+//                 the late rank not arrived, its last completed call named;
+//               soak: 10,000 collectives (all-reduce, broadcast, all-gather,
+//                 reduce-scatter, barrier, in turn; 1,000 warm-up calls
+//                 first), every result checked, and the resident set may not
+//                 grow by more than kSoakGrowthBytes over them.
 //
 // Each survivor prints "fault_rank R: PASS pid P ..." or "fault_rank R: FAIL why".
 // WEFT_TIMEOUT_MS gives the timeout (faults.py: a few seconds).
 #include <signal.h>
 #include <unistd.h>
+
+#include <fstream>
 
 #include <chrono>
 #include <cstdio>
@@ -112,9 +118,64 @@ int Late(std::unique_ptr<Communicator> comm) {
   return Pass(r, "timed out after " + std::to_string(waited) + " ms: " + m);
 }
 
+constexpr int kSoakCalls = 10000;
+constexpr int kSoakWarmup = 1000;
+// Growth allowed over the soak: allocator noise, not a leak per call (a
+// leak of 100 bytes per call would be 1 MB).
+constexpr long long kSoakGrowthBytes = 512 << 10;
+
+long long ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  long long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+int Soak(std::unique_ptr<Communicator> comm) {
+  const int r = comm->rank(), n = comm->size();
+  const size_t count = 1024;  // 4 KiB of float32
+  std::vector<float> in(count * static_cast<size_t>(n), static_cast<float>(r + 1)), out(in.size());
+  const float sum = static_cast<float>(n * (n + 1) / 2);
+  long long before = 0;
+  for (int i = 0; i < kSoakWarmup + kSoakCalls; ++i) {
+    if (i == kSoakWarmup) before = ResidentBytes();
+    absl::Status s;
+    bool right = true;
+    switch (i % 5) {
+      case 0:
+        s = comm->AllReduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, nullptr);
+        right = out[count - 1] == sum;
+        break;
+      case 1:
+        out[0] = -1;
+        s = comm->Broadcast(in.data(), out.data(), count, DataType::kFloat32, i % n, nullptr);
+        right = out[0] == static_cast<float>(i % n + 1);
+        break;
+      case 2:
+        s = comm->AllGather(in.data(), out.data(), count, DataType::kFloat32, nullptr);
+        right = out[count * static_cast<size_t>(n) - 1] == static_cast<float>(n);
+        break;
+      case 3:
+        s = comm->ReduceScatter(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, nullptr);
+        right = out[count - 1] == sum;
+        break;
+      default:
+        s = comm->Barrier();
+    }
+    if (!s.ok()) return Fail(r, "call " + std::to_string(i) + ": " + std::string(s.message()));
+    if (!right) return Fail(r, "call " + std::to_string(i) + " gave a wrong result");
+  }
+  const long long growth = ResidentBytes() - before;
+  if (growth > kSoakGrowthBytes) {
+    return Fail(r, "the resident set grew by " + std::to_string(growth) + " bytes over " +
+                       std::to_string(kSoakCalls) + " collectives");
+  }
+  return Pass(r, std::to_string(kSoakCalls) + " collectives, resident set " + std::to_string(growth) + " bytes");
+}
+
 int Main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: fault_rank mpi|ucx|auto kill|late\n");
+    std::fprintf(stderr, "usage: fault_rank mpi|ucx|auto kill|late|soak\n");
     return 2;
   }
   const std::string backend = argv[1], scenario = argv[2];
@@ -130,6 +191,7 @@ int Main(int argc, char** argv) {
   if ((*comm)->size() < 2) return Fail((*comm)->rank(), "needs 2 ranks or more");
   if (scenario == "kill") return Kill(std::move(*comm));
   if (scenario == "late") return Late(std::move(*comm));
+  if (scenario == "soak") return Soak(std::move(*comm));
   return Fail((*comm)->rank(), "unknown scenario " + scenario);
 }
 

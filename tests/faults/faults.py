@@ -3,12 +3,13 @@
 would, and what every process printed and left behind.
 
   faults.py --launcher mpirun|launch --np N --backend mpi|ucx|auto
-            --scenario kill|late [--timeout-ms MS] -- FAULT_RANK [LAUNCH_PY]
+            --scenario kill|late|soak [--timeout-ms MS] -- FAULT_RANK [LAUNCH_PY]
 
 kill: rank 1 kills itself with SIGKILL in the middle of a long all-reduce
 loop; every other rank must print PASS (an error naming rank 1 as dead,
 within the timeout, its communicator destroyed). late: every rank prints
-PASS (the waiting ones checked the hang report). Either way no rank's
+PASS (the waiting ones checked the hang report). soak: every rank prints
+PASS (10,000 collectives, results checked, resident set flat). Either way no rank's
 process may outlive the launcher and no shared-memory segment of theirs may
 be left in /dev/shm. mpirun runs with --enable-recovery, so a dead rank does
 not take its job down before the survivors have seen it.
@@ -41,7 +42,7 @@ def main():
     p.add_argument("--launcher", choices=["mpirun", "launch"], required=True)
     p.add_argument("--np", type=int, required=True)
     p.add_argument("--backend", default="auto")
-    p.add_argument("--scenario", choices=["kill", "late"], required=True)
+    p.add_argument("--scenario", choices=["kill", "late", "soak"], required=True)
     p.add_argument("--timeout-ms", type=int, default=4000)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     a = p.parse_args()
