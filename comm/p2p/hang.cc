@@ -6,6 +6,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "comm/p2p/peer_loss.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -14,6 +15,8 @@ namespace p2p {
 namespace {
 
 constexpr char kDeadUrl[] = "weft/peer-dead";
+
+std::atomic<bool> g_peer_lost{false};
 
 std::atomic_ref<uint64_t> Word(uint64_t& w) { return std::atomic_ref<uint64_t>(w); }
 uint64_t Load(const uint64_t& w) {
@@ -137,10 +140,14 @@ absl::Status HangWatch::ProbeDead(long long waited_ms) const {
     absl::Status dead = RemoteError("rank %d: rank %d (%s) is dead (%s); this collective cannot complete. %s", rank_,
                                     q, board_->Where(q), why, Report(waited_ms));
     dead.SetPayload(kDeadUrl, absl::Cord(std::to_string(q)));
+    NotePeerLost();
     return dead;
   }
   return absl::OkStatus();
 }
+
+void NotePeerLost() { g_peer_lost.store(true, std::memory_order_relaxed); }
+bool PeerLost() { return g_peer_lost.load(std::memory_order_relaxed); }
 
 bool IsPeerDead(const absl::Status& s) { return s.GetPayload(kDeadUrl).has_value(); }
 

@@ -1,6 +1,8 @@
 #include "comm/p2p/status_channel.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,6 +53,18 @@ struct Contact {
   uint64_t addr_len = 0;  // 0: this process has no listener
   char node[64] = {};
 };
+
+bool IsLoopback(const Contact& c) {
+  if (c.addr.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&c.addr);
+    return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (c.addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&c.addr);
+    return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) != 0;
+  }
+  return false;
+}
 
 // One per process, never destroyed: its thread may still be answering while
 // the process exits, and it owns nothing a destructor would have to free.
@@ -227,7 +241,12 @@ absl::StatusOr<std::unique_ptr<Board>> MakeTcpBoard(int rank, int size, const Pr
   std::vector<Contact> all(static_cast<size_t>(size));
   RETURN_IF_ERROR(Annotate(all_gather(&me, all.data(), sizeof(Contact)), "exchanging hang-report channels"));
   const uint64_t key = all[0].key;
-  for (Contact& c : all) c.node[sizeof(c.node) - 1] = '\0';
+  for (Contact& c : all) {
+    c.node[sizeof(c.node) - 1] = '\0';
+    // A loopback address names this node's loopback, not the peer's: on
+    // another node nobody listens there, and a refusal would read as a death.
+    if (c.addr_len != 0 && IsLoopback(c) && std::strcmp(c.node, me.node) != 0) c.addr_len = 0;
+  }
   server->Add(key, static_cast<uint32_t>(rank), mine);
   return std::unique_ptr<Board>(new TcpBoard(rank, key, std::move(all)));
 }
