@@ -94,7 +94,7 @@ std::string HangWatch::Report(long long waited_ms) const {
     absl::StrAppend(&out, "; the peers' progress is unknown (no status channel on this communicator)");
     return out;
   }
-  std::string missing, details;
+  std::string missing, silent, details;
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     const PeerState p = board_->Peer(q);
@@ -105,6 +105,7 @@ std::string HangWatch::Report(long long waited_ms) const {
         absl::StrAppend(&line, "dead, ", p.why);
         break;
       case PeerState::kUnknown:
+        absl::StrAppend(&silent, silent.empty() ? "" : ", ", q);
         absl::StrAppend(&line, "no answer, ", p.why);
         break;
       case PeerState::kGone:
@@ -126,9 +127,10 @@ std::string HangWatch::Report(long long waited_ms) const {
     }
     absl::StrAppend(&details, "; ", line);
   }
-  absl::StrAppend(&out, missing.empty() ? "; every peer has reached this call"
-                                        : absl::StrCat("; not arrived: rank(s) {", missing, "}"),
-                  details);
+  if (!missing.empty()) absl::StrAppend(&out, "; not arrived: rank(s) {", missing, "}");
+  if (!silent.empty()) absl::StrAppend(&out, "; no answer from rank(s) {", silent, "}");
+  if (missing.empty() && silent.empty()) absl::StrAppend(&out, "; every peer has reached this call");
+  absl::StrAppend(&out, details);
   return out;
 }
 

@@ -87,6 +87,12 @@ TEST(HangWatch, EveryPeerArrivedAndNoBoard) {
   w.SetBoard(std::make_unique<FixedBoard>(std::vector<PeerState>{At(0, 1, 0, 8), At(1, 1, 0, 8)}));
   EXPECT_THAT(w.Report(5), HasSubstr("every peer has reached this call"));
   EXPECT_THAT(w.Report(-1), HasSubstr("rank 1 of 2 is in call #1 all_reduce(count 8"));
+  PeerState silent;
+  silent.where = "pid 7 on node n0";
+  silent.why = "Network is unreachable";
+  w.SetBoard(std::make_unique<FixedBoard>(std::vector<PeerState>{silent, At(1, 1, 0, 8)}));
+  EXPECT_THAT(w.Report(5), HasSubstr("no answer from rank(s) {0}"));
+  EXPECT_THAT(w.Report(5), ::testing::Not(HasSubstr("every peer")));
 }
 
 TEST(HangWatch, WarnsOnlyBelowTheTimeout) {
