@@ -27,6 +27,10 @@ P2pComm::~P2pComm() {
 absl::Status P2pComm::AttachSharedMemory(const ShmBootstrap& bootstrap) {
   const size_t round = options().segment_bytes != 0 ? SegmentBytes() : tuning_.shm_round_bytes;
   ASSIGN_OR_RETURN(shm_, NodeShm::Create(rank(), size(), round, bootstrap));
+  return AttachWatch();
+}
+
+absl::Status P2pComm::AttachWatch() {
   if (size() == 1) return absl::OkStatus();
   if (shm_ != nullptr) {
     watch_.PublishAt(shm_->ProgressOf(rank()));

@@ -66,6 +66,9 @@ class P2pComm : public Communicator {
   // (their control pages there, else the TCP status channel). Errors only
   // when the ranks could not agree.
   absl::Status AttachSharedMemory(const ShmBootstrap& bootstrap);
+  // Collective, after the shared-memory rounds are settled: the hang
+  // watch's board (shm_'s control pages, else the TCP status channel).
+  absl::Status AttachWatch();
 
   absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
                            void* stream) override;
