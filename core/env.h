@@ -18,6 +18,10 @@
 //                       on, off, or all_reduce=1M,broadcast=off,...; read
 //                       when a communicator is made, a bad value fails it.
 //                       Must be the same on every rank.
+//   WEFT_HANG_WARN_MS   after how long a waiting host collective logs a hang
+//                       report (which ranks have not arrived, and what each
+//                       called last), 60000; 0: no warning. Only below the
+//                       timeout; the timeout's error carries the same report.
 //   WEFT_BOOTSTRAP_TIMEOUT_MS  how long forming a world may take (300000)
 //   WEFT_SOCKET_IFNAME  the interfaces the bootstrap root may listen on, as
 //                       NCCL_SOCKET_IFNAME: "eth,ib" prefixes, "^docker"
@@ -49,6 +53,7 @@ struct Env {
   int num_threads = 0;
   bool shm = true;
   bool check_calls = true;
+  int hang_warn_ms = 60000;
   int bootstrap_timeout_ms = 300000;
   std::string socket_ifname;
   int socket_family = 0;  // 0: any; else AF_INET or AF_INET6

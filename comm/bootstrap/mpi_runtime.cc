@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/numbers.h"
+#include "comm/p2p/peer_loss.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -31,7 +32,16 @@ std::mutex& CallMutex() {
 void FinalizeAtExit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  // Open MPI's MPI_Finalize waits for every process of the job (a PMIx
+  // fence), a dead one too: after a peer died it never returns, and the
+  // survivor that reported the death would hang at exit instead of exiting.
+  if (p2p::PeerLost()) {
+    Log(LogLevel::kWarn, "mpi: not calling MPI_Finalize at exit: a rank of this job has died, and MPI cannot "
+        "finalise without it");
+    return;
+  }
+  MPI_Finalize();
 }
 
 const char* ThreadLevelName(int level) {

@@ -112,6 +112,7 @@ std::string Describe(const Slot& slot) {
 
 absl::Status InProcComm::Publish(const void* send, void* recv, size_t count, int64_t signature, uint64_t layout,
                                  uint64_t offer) {
+  if (!broken_.ok()) return broken_;
   world_->slot(rank()) = {send, recv, static_cast<int64_t>(count), signature, layout, offer};
   RETURN_IF_ERROR(Arrive(/*compare=*/true));
   const int r = world_->disagreement();
@@ -126,7 +127,14 @@ absl::Status InProcComm::Publish(const void* send, void* recv, size_t count, int
   }
   const absl::Status mismatch = InvalidUsage("the ranks called different collectives: rank 0 called %s, rank %d "
                                              "called %s%s", Describe(zero), r, Describe(other), why);
+  // Read before the barrier: past it a peer may publish its next call.
+  const int kind = static_cast<int>(zero.b >> 32);
+  const bool breaks = zero.b != other.b || (kind != kAllReduceReady && kind != kAllReduceReadyParts);
   RETURN_IF_ERROR(Arrive());
+  if (breaks) {
+    broken_ = InvalidUsage("rank %d: this communicator is unusable after its ranks called different collectives "
+                           "(%s); destroy it", rank(), mismatch.message());
+  }
   return mismatch;
 }
 
@@ -390,7 +398,11 @@ absl::Status InProcComm::DoAllToAllv(const void* send, const std::vector<size_t>
   for (int k = 0; verdict.ok() && k < n * n; ++k) first[k + 1] = first[k] + Pieces((*at(k / n).sendcounts)[k % n] * es);
   // Nobody leaves, and frees its counts, while a peer may still read them here.
   RETURN_IF_ERROR(Arrive());
-  if (!verdict.ok()) return verdict;
+  if (!verdict.ok()) {
+    broken_ = InvalidUsage("rank %d: this communicator is unusable after its ranks disagreed (%s); destroy it",
+                           rank(), verdict.message());
+    return verdict;
+  }
   Share(first.back(), [&](size_t i) {
     const int k = static_cast<int>(std::upper_bound(first.begin(), first.end(), i) - first.begin()) - 1;
     const int r = k / n, q = k % n;

@@ -142,7 +142,10 @@ class InProcComm final : public Communicator, public DirectReduce {
   void DoAbort() override { world_->Abort(); }
 
  private:
-  absl::Status Arrive(bool compare = false) { return world_->Arrive(rank(), options().timeout_ms, compare); }
+  absl::Status Arrive(bool compare = false) {
+    if (!broken_.ok()) return broken_;
+    return world_->Arrive(rank(), options().timeout_ms, compare);
+  }
   // Publishes {send, recv, count, signature, layout, offer} and waits for
   // every rank; an error when the ranks passed different counts, types, ops,
   // roots or piece layouts (`offer` may differ).
@@ -168,6 +171,11 @@ class InProcComm final : public Communicator, public DirectReduce {
   void ReduceInto(size_t n, DataType t, RedOp op, const char* const* src, char* const* dst, int ndst);
 
   std::shared_ptr<World> world_;
+  // Set on every rank by a call whose ranks disagreed, as the MPI and UCX
+  // backends do: later calls are refused (the program's calls are out of
+  // step; going on would pair the wrong calls). Ready agreements whose
+  // calls match but whose extents differ leave it alone (P2pComm's rule).
+  absl::Status broken_;
   uint64_t splits_ = 0;
   uint64_t tickets_ = 0;            // chunks of this world's collectives so far: the next one's base
   std::vector<unsigned char> acc_;  // accumulator scratch, reused across calls

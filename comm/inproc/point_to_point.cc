@@ -33,6 +33,7 @@ absl::StatusOr<World::Message> World::Take(int from, int to, int timeout_ms) {
 }
 
 absl::Status InProcComm::DoSend(const void* send, size_t count, DataType t, int peer, void*) {
+  if (!broken_.ok()) return broken_;
   World::Message m;
   const auto* p = static_cast<const unsigned char*>(send);
   m.bytes.assign(p, p + count * ElementSize(t));
@@ -43,10 +44,14 @@ absl::Status InProcComm::DoSend(const void* send, size_t count, DataType t, int 
 }
 
 absl::Status InProcComm::DoRecv(void* recv, size_t count, DataType t, int peer, void*) {
+  if (!broken_.ok()) return broken_;
   ASSIGN_OR_RETURN(World::Message m, world_->Take(peer, rank(), options().timeout_ms));
   if (m.count != count || m.t != t) {
-    return InvalidUsage("rank %d sent %zu %s, but rank %d receives %zu %s from it", peer, m.count, Name(m.t), rank(),
-                        count, Name(t));
+    const absl::Status s = InvalidUsage("rank %d sent %zu %s, but rank %d receives %zu %s from it", peer, m.count,
+                                        Name(m.t), rank(), count, Name(t));
+    broken_ = InvalidUsage("rank %d: this communicator is unusable after a receive failed (%s); destroy it", rank(),
+                           s.message());
+    return s;
   }
   if (!m.bytes.empty()) std::memcpy(recv, m.bytes.data(), m.bytes.size());
   return absl::OkStatus();

@@ -164,7 +164,8 @@ class Runner {
                         sl.from, got, sl.recv_bytes);
   }
 
-  // A timeout names the peers this rank was waiting on.
+  // A timeout (whose message is the hang report) names the peers this rank
+  // was waiting on in this step.
   absl::Status Describe(const absl::Status& s) const {
     if (!absl::IsDeadlineExceeded(s)) return s;
     std::string from, to;
@@ -173,8 +174,7 @@ class Runner {
       if (reqs_[2 * i + 1] != MPI_REQUEST_NULL) absl::StrAppend(&to, to.empty() ? "" : ",", slots_[i].to);
     }
     return absl::Status(s.code(), absl::StrCat(s.message(), "; still waiting to receive from rank(s) {", from,
-                                               "} and to send to rank(s) {", to, "}: did every rank issue the same "
-                                               "collectives in the same order?"));
+                                               "} and to send to rank(s) {", to, "}"));
   }
 
   absl::Status Fail(absl::Status s) {

@@ -41,7 +41,8 @@ struct WaitSpec {
   int timeout_ms = 0;
   const Communicator* owner = nullptr;  // checked for aborted(); may be null
   std::chrono::microseconds spin{0};    // p2p::Patience::spin
-  operator p2p::Patience() const { return {rank, timeout_ms, owner, spin}; }  // NOLINT: a Backoff from a WaitSpec
+  const p2p::HangWatch* watch = nullptr;  // p2p::Patience::watch
+  operator p2p::Patience() const { return {rank, timeout_ms, owner, spin, watch}; }  // NOLINT: a Backoff from a WaitSpec
 };
 
 // Polls requests with backoff, timeout and abort checks.

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "core/env.h"
 #include "core/status.h"
 
 namespace weft {
@@ -17,14 +18,27 @@ constexpr int kSpins = 64;
 // or late); sleeping frees the core instead of spinning on sched_yield.
 constexpr auto kYieldPhase = std::chrono::milliseconds(5);
 constexpr auto kSleep = std::chrono::microseconds(50);
+// How often a waiting rank asks whether its peers' processes still exist: a
+// dead peer is reported within this, and the probes (a kill(pid, 0) per peer
+// on one node, a connection per peer otherwise) cost nothing next to a wait
+// this long.
+constexpr auto kProbeEvery = std::chrono::milliseconds(250);
+
+long long Ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
 
 }  // namespace
 
-Backoff::Backoff(const Patience& p) : p_(p), last_progress_(std::chrono::steady_clock::now()) {}
+Backoff::Backoff(const Patience& p)
+    : p_(p), last_progress_(std::chrono::steady_clock::now()),
+      warn_ms_(p.watch != nullptr ? HangWarnMs(p.timeout_ms) : 0), next_probe_(kProbeEvery) {}
 
 void Backoff::Progress() {
   idle_ = 0;
   last_progress_ = std::chrono::steady_clock::now();
+  next_probe_ = kProbeEvery;
+  warned_ = false;
 }
 
 absl::Status Backoff::Idle() {
@@ -34,8 +48,18 @@ absl::Status Backoff::Idle() {
   if (++idle_ <= kSpins) return absl::OkStatus();
   const auto waited = std::chrono::steady_clock::now() - last_progress_;
   if (waited < p_.spin) return absl::OkStatus();
+  if (p_.watch != nullptr && waited >= next_probe_) {
+    next_probe_ = waited + kProbeEvery;
+    RETURN_IF_ERROR(p_.watch->ProbeDead(Ms(waited)));
+  }
   if (waited >= std::chrono::milliseconds(p_.timeout_ms)) {
+    if (p_.watch != nullptr) return Timeout("timed out after %d ms: %s", p_.timeout_ms, p_.watch->Report(Ms(waited)));
     return Timeout("rank %d waited %d ms without progress", p_.rank, p_.timeout_ms);
+  }
+  if (warn_ms_ > 0 && !warned_ && waited >= std::chrono::milliseconds(warn_ms_)) {
+    warned_ = true;  // once per stall: the report is long, and the state it shows changes slowly
+    Log(LogLevel::kWarn, "hang report (WEFT_HANG_WARN_MS=%d; the timeout is %d ms): %s", warn_ms_, p_.timeout_ms,
+        p_.watch->Report(Ms(waited)));
   }
   if (waited < kYieldPhase) {
     sched_yield();

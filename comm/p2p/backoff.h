@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
+#include "comm/p2p/hang.h"
 
 namespace weft {
 namespace p2p {
@@ -27,11 +28,17 @@ struct Patience {
   // core to someone else for a whole time slice); when ranks share cores,
   // the peer we wait for may need ours, so spin only briefly.
   std::chrono::microseconds spin{0};
+  // The communicator's hang watch (hang.h): a wait past WEFT_HANG_WARN_MS
+  // logs its report, a timeout's error is its report, and a peer found dead
+  // ends the wait at once. May be null (waits during set-up).
+  const HangWatch* watch = nullptr;
 };
 
 // Call Idle() after each poll that found nothing and Progress() after each
 // that found something. Idle() fails with Timeout after `timeout_ms`
-// without progress and with Aborted once the owner is aborted.
+// without progress, with Aborted once the owner is aborted, and with
+// RemoteError as soon as the watch finds a peer dead (probed every
+// kProbeEvery of waiting, past the first).
 class Backoff {
  public:
   explicit Backoff(const Patience& p);
@@ -42,6 +49,9 @@ class Backoff {
   Patience p_;
   int idle_ = 0;
   std::chrono::steady_clock::time_point last_progress_;
+  const int warn_ms_;
+  bool warned_ = false;
+  std::chrono::steady_clock::duration next_probe_;
 };
 
 }  // namespace p2p

@@ -5,9 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/p2p/check.h"
 #include "comm/p2p/exchange.h"
+#include "comm/p2p/status_channel.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -33,7 +35,7 @@ thread_local bool making_hierarchy = false;
 
 P2pComm::P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning)
     : Communicator(rank, size, options), DirectReduce(this), tuning_(tuning),
-      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning.spin), check_(CheckCalls()),
+      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning.spin), watch_(rank, size), check_(CheckCalls()),
       sent_(static_cast<size_t>(size)), received_(static_cast<size_t>(size)) {}
 
 P2pComm::~P2pComm() {
@@ -47,8 +49,24 @@ absl::Status P2pComm::AttachSharedMemory(const ShmBootstrap& bootstrap) {
   const char* spec = std::getenv("WEFT_HIER");
   const absl::StatusOr<HierTable> table = ParseHierTable(spec == nullptr ? "" : spec);
   ASSIGN_OR_RETURN(shm_, NodeShm::Create(rank(), size(), round, bootstrap));
+  RETURN_IF_ERROR(AttachWatch());
   if (shm_ != nullptr || size() == 1 || making_hierarchy) return table.status();
   return AttachHierarchy(table, spec == nullptr ? "" : spec);
+}
+
+absl::Status P2pComm::AttachWatch() {
+  if (size() == 1) return absl::OkStatus();
+  if (shm_ != nullptr) {
+    watch_.PublishAt(shm_->ProgressOf(rank()));
+    watch_.SetBoard(shm_->MakeBoard());
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Board> board,
+                   MakeTcpBoard(rank(), size(), &watch_.published(), [this](const void* mine, void* all, size_t n) {
+                     return p2p::AllGather(MakeEngine(), mine, all, n, DataType::kUint8);
+                   }));
+  watch_.SetBoard(std::move(board));
+  return absl::OkStatus();
 }
 
 absl::Status P2pComm::AttachHierarchy(const absl::StatusOr<HierTable>& table, const char* spec) {
@@ -109,6 +127,17 @@ absl::Status P2pComm::Usable() const {
                       rank(), broken_.message());
 }
 
+absl::Status P2pComm::Explain(absl::Status s) const {
+  // Timeouts were probed while they waited; refusals and aborts are no death.
+  if (s.ok() || absl::IsDeadlineExceeded(s) || absl::IsAborted(s) || absl::IsFailedPrecondition(s) ||
+      absl::IsInvalidArgument(s) || IsPeerDead(s)) {
+    return s;
+  }
+  const absl::Status dead = watch_.ProbeDead(-1);
+  if (dead.ok()) return s;
+  return absl::Status(dead.code(), absl::StrCat(dead.message(), " (the transport reported: ", s.message(), ")"));
+}
+
 absl::Status P2pComm::Settle(absl::Status s) {
   if (!s.ok() && broken_.ok()) broken_ = s;
   return s;
@@ -147,67 +176,84 @@ Engine P2pComm::MakeEngine() {
 
 // Each collective: the shared-memory rounds when there are any and the call
 // moves data between ranks (one rank and empty calls are the schedules'
-// trivial cases), else the point-to-point schedules.
+// trivial cases), else the point-to-point schedules. Empty calls are still
+// checked (a barrier's worth): a rank whose peer passed another count may
+// wait for data from it, and must fail, not time out or read a later call.
 
 absl::Status P2pComm::DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, void*) {
   RETURN_IF_ERROR(Usable());
-  if (shm_ != nullptr && count > 0) return Settle(shm_->AllReduce(send, recv, count, t, op, Wait()));
-  if (count > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kAllReduce, t, count, op)));
+  const Call call = MakeCall(CallKind::kAllReduce, t, count, op);
+  Track(call);
+  if (shm_ != nullptr && count > 0) return Finish(Settle(shm_->AllReduce(send, recv, count, t, op, Wait())));
+  RETURN_IF_ERROR(Check(call));
   if (Hierarchical(HierKind::kAllReduce, count * ElementSize(t))) {
-    return Settle(hier_->AllReduce(send, recv, count, t, op));
+    return Finish(Settle(hier_->AllReduce(send, recv, count, t, op)));
   }
-  return p2p::AllReduce(MakeEngine(), send, recv, count, t, op);
+  return Finish(p2p::AllReduce(MakeEngine(), send, recv, count, t, op));
 }
 
 absl::Status P2pComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op, void*) {
   RETURN_IF_ERROR(Usable());
-  if (shm_ != nullptr && recvcount > 0) return Settle(shm_->ReduceScatter(send, recv, recvcount, t, op, Wait()));
-  if (recvcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kReduceScatter, t, recvcount, op)));
-  if (Hierarchical(HierKind::kReduceScatter, recvcount * static_cast<size_t>(size()) * ElementSize(t))) {
-    return Settle(hier_->ReduceScatter(send, recv, recvcount, t, op));
+  const Call call = MakeCall(CallKind::kReduceScatter, t, recvcount, op);
+  Track(call);
+  if (shm_ != nullptr && recvcount > 0) {
+    return Finish(Settle(shm_->ReduceScatter(send, recv, recvcount, t, op, Wait())));
   }
-  return p2p::ReduceScatter(MakeEngine(), send, recv, recvcount, t, op);
+  RETURN_IF_ERROR(Check(call));
+  if (Hierarchical(HierKind::kReduceScatter, recvcount * static_cast<size_t>(size()) * ElementSize(t))) {
+    return Finish(Settle(hier_->ReduceScatter(send, recv, recvcount, t, op)));
+  }
+  return Finish(p2p::ReduceScatter(MakeEngine(), send, recv, recvcount, t, op));
 }
 
 absl::Status P2pComm::DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void*) {
   RETURN_IF_ERROR(Usable());
+  const Call call = MakeCall(CallKind::kAllGather, t, sendcount);
+  Track(call);
   if (shm_ != nullptr && sendcount > 0) {
     // The shared-memory rounds leave this rank's own block to the caller.
     const size_t block = sendcount * ElementSize(t);
     CopyIfDistinct(static_cast<unsigned char*>(recv) + static_cast<size_t>(rank()) * block, send, block);
-    return Settle(shm_->AllGather(send, recv, sendcount, t, Wait()));
+    return Finish(Settle(shm_->AllGather(send, recv, sendcount, t, Wait())));
   }
-  if (sendcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kAllGather, t, sendcount)));
+  RETURN_IF_ERROR(Check(call));
   if (Hierarchical(HierKind::kAllGather, sendcount * static_cast<size_t>(size()) * ElementSize(t))) {
-    return Settle(hier_->AllGather(send, recv, sendcount, t));
+    return Finish(Settle(hier_->AllGather(send, recv, sendcount, t)));
   }
-  return p2p::AllGather(MakeEngine(), send, recv, sendcount, t);
+  return Finish(p2p::AllGather(MakeEngine(), send, recv, sendcount, t));
 }
 
 absl::Status P2pComm::DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root, void*) {
   RETURN_IF_ERROR(Usable());
   const size_t bytes = count * ElementSize(t);
+  const Call call = MakeCall(CallKind::kBroadcast, t, count, RedOp::kSum, root);
+  Track(call);
   if (shm_ != nullptr && bytes > 0) {
     if (rank() == root) CopyIfDistinct(recv, send, bytes);
-    return Settle(shm_->Broadcast(send, recv, count, t, root, Wait()));
+    return Finish(Settle(shm_->Broadcast(send, recv, count, t, root, Wait())));
   }
-  if (bytes > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kBroadcast, t, count, RedOp::kSum, root)));
-  if (Hierarchical(HierKind::kBroadcast, bytes)) return Settle(hier_->Broadcast(send, recv, count, t, root));
-  return p2p::Broadcast(MakeEngine(), send, recv, bytes, root);
+  RETURN_IF_ERROR(Check(call));
+  if (Hierarchical(HierKind::kBroadcast, bytes)) return Finish(Settle(hier_->Broadcast(send, recv, count, t, root)));
+  return Finish(p2p::Broadcast(MakeEngine(), send, recv, bytes, root));
 }
 
 absl::Status P2pComm::DoBarrier() {
   RETURN_IF_ERROR(Usable());
-  if (shm_ != nullptr) return Settle(shm_->Barrier(Wait()));
+  const Call call = MakeCall(CallKind::kBarrier, DataType::kUint8, 0);
+  Track(call);
+  if (shm_ != nullptr) return Finish(Settle(shm_->Barrier(Wait())));
   // The check is an all-gather, which no rank leaves before every rank has
   // entered: a barrier of its own.
-  if (check_) return Check(MakeCall(CallKind::kBarrier, DataType::kUint8, 0));
-  return p2p::Barrier(MakeEngine());
+  if (check_) return Finish(Check(call));
+  return Finish(p2p::Barrier(MakeEngine()));
 }
 
 absl::Status P2pComm::DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) {
   RETURN_IF_ERROR(Usable());
-  return Settle(shm_->AllReducePieces(pieces, t, op, Wait()));
+  size_t count = 0;
+  for (const Piece& p : pieces) count += p.count;
+  Track(MakeCall(CallKind::kAllReduce, t, count, op));
+  return Finish(Settle(shm_->AllReducePieces(pieces, t, op, Wait())));
 }
 
 absl::StatusOr<size_t> P2pComm::DoAllReduceReady(void* data, size_t reduced, size_t offer, size_t upto, DataType t,
@@ -215,7 +261,9 @@ absl::StatusOr<size_t> P2pComm::DoAllReduceReady(void* data, size_t reduced, siz
   RETURN_IF_ERROR(Usable());
   if (size() == 1) return offer;
   if (shm_ == nullptr) return DirectReduce::DoAllReduceReady(data, reduced, offer, upto, t, op);
+  Track(MakeCall(CallKind::kAllReduceReady, t, upto, op));
   absl::StatusOr<size_t> agreed = shm_->AllReduceReady(data, reduced, offer, upto, t, op, Wait());
+  if (agreed.ok()) static_cast<void>(Finish(absl::OkStatus()));
   // Ranks that disagree all fail at the same point, before any round: the
   // communicator is still in step. Anything else breaks it.
   // Ranks that called something else (IsCallMismatch) break it as any
@@ -253,20 +301,26 @@ absl::Status P2pComm::DoRecv(void* recv, size_t count, DataType t, int peer, voi
 
 absl::Status P2pComm::DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void*) {
   RETURN_IF_ERROR(Usable());
-  if (count > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kReduce, t, count, op, root)));
-  return p2p::Reduce(MakeEngine(), send, recv, count, t, op, root);
+  const Call call = MakeCall(CallKind::kReduce, t, count, op, root);
+  Track(call);
+  RETURN_IF_ERROR(Check(call));
+  return Finish(p2p::Reduce(MakeEngine(), send, recv, count, t, op, root));
 }
 
 absl::Status P2pComm::DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void*) {
   RETURN_IF_ERROR(Usable());
-  if (sendcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kGather, t, sendcount, RedOp::kSum, root)));
-  return p2p::Gather(MakeEngine(), send, recv, sendcount * ElementSize(t), root);
+  const Call call = MakeCall(CallKind::kGather, t, sendcount, RedOp::kSum, root);
+  Track(call);
+  RETURN_IF_ERROR(Check(call));
+  return Finish(p2p::Gather(MakeEngine(), send, recv, sendcount * ElementSize(t), root));
 }
 
 absl::Status P2pComm::DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void*) {
   RETURN_IF_ERROR(Usable());
-  if (recvcount > 0) RETURN_IF_ERROR(Check(MakeCall(CallKind::kScatter, t, recvcount, RedOp::kSum, root)));
-  return p2p::Scatter(MakeEngine(), send, recv, recvcount * ElementSize(t), root);
+  const Call call = MakeCall(CallKind::kScatter, t, recvcount, RedOp::kSum, root);
+  Track(call);
+  RETURN_IF_ERROR(Check(call));
+  return Finish(p2p::Scatter(MakeEngine(), send, recv, recvcount * ElementSize(t), root));
 }
 
 absl::Status P2pComm::DoAllToAllv(const void* send, const std::vector<size_t>& sendcounts,
@@ -275,8 +329,10 @@ absl::Status P2pComm::DoAllToAllv(const void* send, const std::vector<size_t>& s
   RETURN_IF_ERROR(Usable());
   // Every rank, whatever its counts: a rank that sends nothing may still be
   // expected to.
-  RETURN_IF_ERROR(Check(MakeAllToAllCall(rank(), t, sendcounts, recvcounts)));
-  return p2p::AllToAllv(MakeEngine(), send, sendcounts, sdispls, recv, recvcounts, rdispls, t);
+  const Call call = MakeAllToAllCall(rank(), t, sendcounts, recvcounts);
+  Track(call);
+  RETURN_IF_ERROR(Check(call));
+  return Finish(p2p::AllToAllv(MakeEngine(), send, sendcounts, sdispls, recv, recvcounts, rdispls, t));
 }
 
 }  // namespace p2p

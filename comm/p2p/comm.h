@@ -28,6 +28,7 @@
 #include "comm/p2p/check.h"
 #include "comm/p2p/collectives.h"
 #include "comm/p2p/hierarchy.h"
+#include "comm/p2p/hang.h"
 #include "comm/p2p/outbox.h"
 #include "comm/p2p/schedule.h"
 #include "comm/p2p/shm.h"
@@ -75,10 +76,15 @@ class P2pComm : public Communicator, public DirectReduce {
 
  protected:
   // Collective: sets up the shared-memory rounds when every rank is on this
-  // node (and WEFT_SHM allows it), else finds the topology and, where it
-  // has several nodes, the hierarchy (topology.h). Errors when the ranks
-  // could not agree, or WEFT_HIER is bad or not the same on every rank.
+  // node (and WEFT_SHM allows it), and the hang watch's view of the peers
+  // (their control pages there, else the TCP status channel); else finds
+  // the topology and, where it has several nodes, the hierarchy
+  // (topology.h). Errors when the ranks could not agree, or WEFT_HIER is
+  // bad or not the same on every rank.
   absl::Status AttachSharedMemory(const ShmBootstrap& bootstrap);
+  // Collective, after the shared-memory rounds are settled: the hang
+  // watch's board (shm_'s control pages, else the TCP status channel).
+  absl::Status AttachWatch();
 
   absl::Status DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
                            void* stream) override;
@@ -112,7 +118,7 @@ class P2pComm : public Communicator, public DirectReduce {
   // The transport: runs `s` to completion with up to `window` lanes in
   // flight. Failures pass through Settle (Run does it).
   virtual absl::Status RunSchedule(Schedule& s, int window) = 0;
-  absl::Status Run(Schedule& s, int window) { return Settle(RunSchedule(s, window)); }
+  absl::Status Run(Schedule& s, int window) { return Settle(Explain(RunSchedule(s, window))); }
   // The transport for eager sends; called once, at the first send.
   virtual Outbox::Wire SendWire() = 0;
   // Waits until the sends made so far are delivered (or failed, or the
@@ -120,6 +126,10 @@ class P2pComm : public Communicator, public DirectReduce {
   // backend's destructor does.
   void StopSends() { outbox_.reset(); }
 
+  // A transport's failure (say, a connection reset) when a peer's process
+  // is known to be gone: the hang watch's error naming that rank and its
+  // node, the transport's words appended. Anything else as it is.
+  absl::Status Explain(absl::Status s) const;
   // OK, or why this communicator can no longer run collectives.
   absl::Status Usable() const;
   // A collective's status, passed through; a failure breaks the communicator
@@ -141,7 +151,7 @@ class P2pComm : public Communicator, public DirectReduce {
   // segment setting when one is given, else Tuning::eager_message_bytes.
   size_t EagerBytes() const { return options().segment_bytes != 0 ? SegmentBytes() : tuning_.eager_message_bytes; }
   // How this rank waits: its timeout, abort, and how long to spin.
-  Patience Wait() const { return {rank(), options().timeout_ms, this, spin_}; }
+  Patience Wait() const { return {rank(), options().timeout_ms, this, spin_, &watch_}; }
   // Collective: fails (and breaks the communicator) unless every rank made
   // `call`: one barrier of the shared-memory rounds on one node, else an
   // all-gather of the calls in log2(N) steps. OK at once with one rank or
@@ -151,12 +161,21 @@ class P2pComm : public Communicator, public DirectReduce {
   absl::Status SplitBarrier();
   // This communicator as the shared collectives' engine.
   Engine MakeEngine();
+  // A collective's progress for the hang watch: Track(call) before it
+  // runs, Finish(status) with its result (completed when OK).
+  void Track(const Call& call) { watch_.Enter(call); }
+  absl::Status Finish(absl::Status s) {
+    if (s.ok()) watch_.Done();
+    return s;
+  }
 
  private:
   const Tuning tuning_;
   const std::chrono::microseconds spin_;
   absl::Status broken_;  // set once, by the collective that failed
   std::unique_ptr<NodeShm> shm_;  // null: point-to-point only
+  // After shm_ (its board reads the segment), before outbox_ (whose thread waits with it).
+  HangWatch watch_;
   std::unique_ptr<unsigned char[]> scratch_;
   std::unique_ptr<Outbox> outbox_;  // made by the first send
   size_t scratch_bytes_ = 0;

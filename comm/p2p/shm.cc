@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_format.h"
 #include "core/env.h"
 #include "core/reduce.h"
 #include "core/status.h"
@@ -68,6 +70,48 @@ std::atomic_ref<uint64_t> ReadyWord(void* region, uint64_t call, size_t i) {
 std::atomic_ref<int64_t> PidWord(void* region) {
   return std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(static_cast<unsigned char*>(region) + 128));
 }
+
+// Each rank's progress (hang.h), in its control page's fourth cache line:
+// written by its own collective's thread, read only by a peer's hang report.
+ProgressWords* ProgressPage(void* region) {
+  return reinterpret_cast<ProgressWords*>(static_cast<unsigned char*>(region) + 192);
+}
+
+// Peers on this node: their progress straight from their pages; a peer is
+// dead when its pid no longer exists (the segment outlives a killed rank).
+class ShmBoard final : public Board {
+ public:
+  ShmBoard(const NodeShm& shm, std::vector<pid_t> pids) : shm_(shm), pids_(std::move(pids)) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    host_ = host;
+  }
+  PeerState Peer(int q) override {
+    PeerState p;
+    p.where = Where(q);
+    if (Dead(q, &p.why)) {
+      p.kind = PeerState::kDead;
+      return p;
+    }
+    p.kind = PeerState::kKnown;
+    p.progress = ReadProgress(*shm_.ProgressOf(q));
+    return p;
+  }
+  bool Dead(int q, std::string* why) override {
+    const pid_t pid = pids_[static_cast<size_t>(q)];
+    if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) return false;
+    *why = "its process has exited";
+    return true;
+  }
+  std::string Where(int q) const override {
+    return absl::StrFormat("pid %d on node %s", static_cast<int>(pids_[static_cast<size_t>(q)]), host_);
+  }
+
+ private:
+  const NodeShm& shm_;
+  const std::vector<pid_t> pids_;
+  std::string host_;
+};
 
 // Creates, sizes and maps a fresh segment (rank 0); its name goes in
 // `name`, which is left empty when there is none.
@@ -230,6 +274,19 @@ absl::Status NodeShm::Meet(const Call& call, const Patience& w) {
 }
 
 absl::Status NodeShm::Check(const Call& call, const Patience& w) { return Meet(call, w); }
+
+ProgressWords* NodeShm::ProgressOf(int q) const {
+  return ProgressPage(static_cast<unsigned char*>(base_) + Stride(round_bytes_) * static_cast<size_t>(q));
+}
+
+std::unique_ptr<Board> NodeShm::MakeBoard() const {
+  std::vector<pid_t> pids(static_cast<size_t>(size_));
+  for (int q = 0; q < size_; ++q) {
+    auto* region = static_cast<unsigned char*>(base_) + Stride(round_bytes_) * static_cast<size_t>(q);
+    pids[static_cast<size_t>(q)] = static_cast<pid_t>(PidWord(region).load(std::memory_order_relaxed));
+  }
+  return std::make_unique<ShmBoard>(*this, std::move(pids));
+}
 
 absl::Status NodeShm::Barrier(const Patience& w) { return Meet(MakeCall(CallKind::kBarrier, DataType::kUint8, 0), w); }
 

@@ -58,6 +58,7 @@
 #include "comm/direct.h"
 #include "comm/p2p/backoff.h"
 #include "comm/p2p/check.h"
+#include "comm/p2p/hang.h"
 #include "core/dtype.h"
 
 namespace weft {
@@ -108,6 +109,11 @@ class NodeShm {
   // One barrier that checks `call` (a collective that moves its bytes some
   // other way: the point-to-point schedules on this node).
   absl::Status Check(const Call& call, const Patience& w);
+  // Where rank q publishes its progress (hang.h): its control page.
+  ProgressWords* ProgressOf(int q) const;
+  // The hang watch's view of the peers: their control pages and pids. It
+  // reads this segment, so it must not outlive this object.
+  std::unique_ptr<Board> MakeBoard() const;
 
  private:
   NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped);

@@ -159,7 +159,8 @@ class Runner {
     return SystemError("rank %d: %s rank %d failed: %s", link_.rank, call, peer, ucs_status_string(st));
   }
 
-  // A timeout names the peers this rank was waiting on.
+  // A timeout (whose message is the hang report) names the peers this rank
+  // was waiting on in this step.
   absl::Status Describe(const absl::Status& s) const {
     if (!absl::IsDeadlineExceeded(s)) return s;
     std::string from, to;
@@ -168,8 +169,7 @@ class Runner {
       if (sl.send != nullptr) absl::StrAppend(&to, to.empty() ? "" : ",", sl.to);
     }
     return absl::Status(s.code(), absl::StrCat(s.message(), "; still waiting to receive from rank(s) {", from,
-                                               "} and to send to rank(s) {", to, "}: did every rank issue the same "
-                                               "collectives in the same order?"));
+                                               "} and to send to rank(s) {", to, "}"));
   }
 
   // After a failure: receives are cancelled so no late message lands in a

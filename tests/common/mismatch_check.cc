@@ -147,9 +147,14 @@ std::string CheckMessage(Communicator& world, size_t want, DataType wt, Mismatch
     }
   }
   // Nobody receives rank 0's data: its destroy would wait the timeout for
-  // the send to be delivered, unless aborted (in-process ranks share one
-  // world, where an abort would reach the receiver too).
-  if (c.rank() == 0 && after == MismatchAfter::kRefused) c.Abort();
+  // the send to be delivered, unless aborted. In-process ranks share one
+  // world, where an abort would reach the receiver too: it comes once the
+  // receiver is done.
+  if (after == MismatchAfter::kRefused) {
+    const absl::Status done = world.Barrier();
+    if (!done.ok()) err += absl::StrCat("; the barrier after the receive: ", done.ToString());
+    if (c.rank() == 0) c.Abort();
+  }
   return err;
 }
 

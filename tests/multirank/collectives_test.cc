@@ -1,5 +1,7 @@
 // The collective conformance suite (tests/common) on the in-process backend,
 // ranks as threads, world sizes 1 to 4.
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -108,17 +110,27 @@ TEST_P(WorldSize, BackToBackCallsOfChangingSizes) {
 
 // Ranks that call different collectives (another count, type, op, root or
 // kind) all get the same weftInvalidUsage naming the difference, and none
-// touches a peer's buffer; the next matching call works.
-TEST(InProcess, RanksThatDisagreeAllFailAndTheWorldGoesOn) {
+// touches a peer's buffer; then the communicator is broken, as over MPI and
+// UCX: every later call is refused, naming the mismatch, and its world
+// (the communicator it was split from) goes on.
+TEST(InProcess, RanksThatDisagreeAllFailAndTheCommunicatorBreaks) {
   for (int n = 2; n <= 4; ++n) {
-    RunRanks(n, [](Communicator& comm) -> std::string {
-      const int last = comm.size() - 1;
-      std::vector<float> x(16, 1.0f), y(16 * comm.size());
-      const absl::Status s[] = {
-          comm.AllReduce(x.data(), x.data(), comm.rank() == last ? 9 : 8, DataType::kFloat32, RedOp::kSum, nullptr),
-          comm.rank() == 0 ? comm.AllGather(x.data(), y.data(), 8, DataType::kFloat32, nullptr)
-                           : comm.AllReduce(x.data(), x.data(), 8, DataType::kFloat32, RedOp::kSum, nullptr),
-          comm.Broadcast(x.data(), x.data(), 8, DataType::kFloat32, comm.rank() == last ? 1 : 0, nullptr),
+    RunRanks(n, [](Communicator& world) -> std::string {
+      const int last = world.size() - 1;
+      std::vector<float> x(16, 1.0f), y(16 * world.size());
+      using Call = std::function<absl::Status(Communicator&)>;
+      const Call calls[] = {
+          [&](Communicator& c) {
+            return c.AllReduce(x.data(), x.data(), c.rank() == last ? 9 : 8, DataType::kFloat32, RedOp::kSum,
+                               nullptr);
+          },
+          [&](Communicator& c) {
+            return c.rank() == 0 ? c.AllGather(x.data(), y.data(), 8, DataType::kFloat32, nullptr)
+                                 : c.AllReduce(x.data(), x.data(), 8, DataType::kFloat32, RedOp::kSum, nullptr);
+          },
+          [&](Communicator& c) {
+            return c.Broadcast(x.data(), x.data(), 8, DataType::kFloat32, c.rank() == last ? 1 : 0, nullptr);
+          },
       };
       const std::string want[] = {
           absl::StrFormat("rank 0 called all_reduce of 8 float32 (sum), rank %d called all_reduce of 9 float32 (sum)",
@@ -128,18 +140,24 @@ TEST(InProcess, RanksThatDisagreeAllFailAndTheWorldGoesOn) {
                           "from root 1", last),
       };
       for (int i = 0; i < 3; ++i) {
-        if (s[i].code() != absl::StatusCode::kFailedPrecondition ||
-            s[i].message().find(want[i]) == std::string::npos) {
-          return absl::StrFormat("mismatch %d: got %s, want weftInvalidUsage with \"%s\"", i, s[i].ToString(),
-                                 want[i]);
+        absl::StatusOr<std::unique_ptr<Communicator>> sub = world.Split(0, world.rank());
+        if (!sub.ok()) return "split: " + sub.status().ToString();
+        const absl::Status s = calls[i](**sub);
+        if (s.code() != absl::StatusCode::kFailedPrecondition || s.message().find(want[i]) == std::string::npos) {
+          return absl::StrFormat("mismatch %d: got %s, want weftInvalidUsage with \"%s\"", i, s.ToString(), want[i]);
+        }
+        const absl::Status next = (*sub)->AllReduce(x.data(), x.data(), 16, DataType::kFloat32, RedOp::kSum, nullptr);
+        if (next.code() != absl::StatusCode::kFailedPrecondition ||
+            next.message().find("unusable") == std::string::npos || next.message().find(want[i]) == std::string::npos) {
+          return absl::StrFormat("after mismatch %d: got %s, want it refused naming the mismatch", i, next.ToString());
         }
       }
       for (float v : x) {
         if (v != 1.0f) return "a refused call changed the buffer";
       }
-      const absl::Status ok = comm.AllReduce(x.data(), x.data(), 16, DataType::kFloat32, RedOp::kSum, nullptr);
-      if (!ok.ok() || x[15] != static_cast<float>(comm.size())) {
-        return absl::StrFormat("the next call: %s, x[15] = %g", ok.ToString(), x[15]);
+      const absl::Status ok = world.AllReduce(x.data(), x.data(), 16, DataType::kFloat32, RedOp::kSum, nullptr);
+      if (!ok.ok() || x[15] != static_cast<float>(world.size())) {
+        return absl::StrFormat("the world's next call: %s, x[15] = %g", ok.ToString(), x[15]);
       }
       return "";
     });
@@ -149,7 +167,7 @@ TEST(InProcess, RanksThatDisagreeAllFailAndTheWorldGoesOn) {
 TEST_P(WorldSize, MismatchedCallsFailOnEveryRank) {
   CommOptions options;
   options.timeout_ms = 3000;
-  RunRanks(GetParam(), [](Communicator& comm) { return CheckMismatches(comm, MismatchAfter::kGoesOn); },
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckMismatches(comm, MismatchAfter::kRefused); },
            std::chrono::seconds(120), options);
 }
 
@@ -178,7 +196,15 @@ TEST_P(WorldSize, LoneRecvTimesOut) {
 // buffer, and the next matching call works.
 TEST(InProcess, RootedAndPersonalisedCallsThatDisagreeAllFail) {
   for (int n = 2; n <= 4; ++n) {
-    RunRanks(n, [](Communicator& comm) -> std::string {
+    RunRanks(n, [](Communicator& world) -> std::string {
+      // Each mismatch breaks its communicator: one split of `world` for each.
+      std::vector<std::unique_ptr<Communicator>> subs;
+      for (int i = 0; i < 6; ++i) {
+        absl::StatusOr<std::unique_ptr<Communicator>> sub = world.Split(0, world.rank());
+        if (!sub.ok()) return "split: " + sub.status().ToString();
+        subs.push_back(std::move(*sub));
+      }
+      Communicator& comm = world;
       const int last = comm.size() - 1, r = comm.rank();
       std::vector<float> x(16, 1.0f), y(16 * comm.size(), 2.0f);
       std::vector<size_t> counts(static_cast<size_t>(comm.size()), 1), displs(counts.size());
@@ -188,13 +214,13 @@ TEST(InProcess, RootedAndPersonalisedCallsThatDisagreeAllFail) {
       std::vector<size_t> rdispls(counts.size());
       for (size_t q = 0, at = 0; q < rdispls.size(); at += rcounts[q], ++q) rdispls[q] = at;
       const absl::Status s[] = {
-          comm.Reduce(x.data(), y.data(), 8, DataType::kFloat32, RedOp::kSum, r == last ? 1 : 0, nullptr),
-          comm.Gather(x.data(), y.data(), r == last ? 3 : 4, DataType::kFloat32, 0, nullptr),
-          comm.Scatter(y.data(), x.data(), 4, r == last ? DataType::kInt32 : DataType::kFloat32, 0, nullptr),
-          comm.AllToAllv(x.data(), counts.data(), displs.data(), y.data(), rcounts.data(), rdispls.data(),
+          subs[0]->Reduce(x.data(), y.data(), 8, DataType::kFloat32, RedOp::kSum, r == last ? 1 : 0, nullptr),
+          subs[1]->Gather(x.data(), y.data(), r == last ? 3 : 4, DataType::kFloat32, 0, nullptr),
+          subs[2]->Scatter(y.data(), x.data(), 4, r == last ? DataType::kInt32 : DataType::kFloat32, 0, nullptr),
+          subs[3]->AllToAllv(x.data(), counts.data(), displs.data(), y.data(), rcounts.data(), rdispls.data(),
                          DataType::kFloat32, nullptr),
-          r == 0 ? comm.AllToAll(x.data(), y.data(), 2, DataType::kFloat32, nullptr)
-                 : comm.Reduce(x.data(), y.data(), 2, DataType::kFloat32, RedOp::kMax, 0, nullptr),
+          r == 0 ? subs[4]->AllToAll(x.data(), y.data(), 2, DataType::kFloat32, nullptr)
+                 : subs[4]->Reduce(x.data(), y.data(), 2, DataType::kFloat32, RedOp::kMax, 0, nullptr),
       };
       const std::string want[] = {
           absl::StrFormat("rank 0 called reduce of 8 float32 (sum) to root 0, rank %d called reduce of 8 float32 "
@@ -218,8 +244,8 @@ TEST(InProcess, RootedAndPersonalisedCallsThatDisagreeAllFail) {
       }
       // A receive of another count than was sent: the receiver is told both.
       const int to = (r + 1) % comm.size(), from = (r - 1 + comm.size()) % comm.size();
-      absl::Status sent = comm.Send(x.data(), 5, DataType::kFloat32, to, nullptr);
-      absl::Status got = comm.Recv(y.data(), 6, DataType::kFloat32, from, nullptr);
+      absl::Status sent = subs[5]->Send(x.data(), 5, DataType::kFloat32, to, nullptr);
+      absl::Status got = subs[5]->Recv(y.data(), 6, DataType::kFloat32, from, nullptr);
       const std::string both = absl::StrFormat("rank %d sent 5 float32, but rank %d receives 6 float32", from, r);
       if (!sent.ok() || got.code() != absl::StatusCode::kFailedPrecondition ||
           got.message().find(both) == std::string::npos) {
