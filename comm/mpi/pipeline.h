@@ -41,7 +41,8 @@ struct WaitSpec {
   int timeout_ms = 0;
   const Communicator* owner = nullptr;  // checked for aborted(); may be null
   std::chrono::microseconds spin{0};    // p2p::Patience::spin
-  operator p2p::Patience() const { return {rank, timeout_ms, owner, spin}; }  // NOLINT: a Backoff from a WaitSpec
+  WaitPolicy policy = WaitPolicy::kYield;  // p2p::Patience::policy
+  operator p2p::Patience() const { return {rank, timeout_ms, owner, spin, policy}; }  // NOLINT: a Backoff from a WaitSpec
 };
 
 // Polls requests with backoff, timeout and abort checks.

@@ -130,7 +130,7 @@ def c_fields(struct):
 
 
 class Structs(unittest.TestCase):
-    FROZEN = {"weftConfig_t": 40, "weftReducerConfig_t": 56, "weftShardGroupConfig_t": 24,
+    FROZEN = {"weftConfig_t": 48, "weftReducerConfig_t": 56, "weftShardGroupConfig_t": 24,
               "weftShardScheduleConfig_t": 48, "weftTensor_t": 24, "weftParamDesc_t": 80, "weftShardDesc_t": 24,
               "weftShardMemory_t": 48}
 
