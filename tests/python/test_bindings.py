@@ -140,7 +140,7 @@ class Structs(unittest.TestCase):
             self.assertEqual(ctypes.sizeof(py), self.FROZEN[cname], cname)
 
     def test_versioned_structs_carry_the_current_size(self):
-        self.assertEqual(_lib.Config().size, 40)
+        self.assertEqual(_lib.Config().size, 48)
         self.assertEqual(_lib.ReducerConfig().size, 56)
 
     def test_reducer_defaults_are_the_initializer(self):
