@@ -26,7 +26,7 @@ namespace {
 absl::StatusOr<weftConfig_t> ReadConfig(const weftConfig_t* config) {
   weftConfig_t c = WEFT_CONFIG_INITIALIZER;
   if (config != nullptr) RETURN_IF_ERROR(ReadSized("config", config, &c));
-  const int backend = EnumValue(c.backend), memory = EnumValue(c.memory);
+  const int backend = EnumValue(c.backend), memory = EnumValue(c.memory), wait = EnumValue(c.wait);
   if (backend < 0 || backend >= weftNumBackends) {
     return InvalidArgument("config->backend = %d is not a weftBackend_t (expected 0..%d)", backend,
                            weftNumBackends - 1);
@@ -34,6 +34,10 @@ absl::StatusOr<weftConfig_t> ReadConfig(const weftConfig_t* config) {
   if (memory < 0 || memory >= weftNumMemoryKinds) {
     return InvalidArgument("config->memory = %d is not a weftMemoryKind_t (expected 0..%d)", memory,
                            weftNumMemoryKinds - 1);
+  }
+  if (wait < 0 || wait >= weftNumWaitPolicies) {
+    return InvalidArgument("config->wait = %d is not a weftWaitPolicy_t (expected 0..%d)", wait,
+                           weftNumWaitPolicies - 1);
   }
   if (c.timeout_ms < 0) return InvalidArgument("config->timeout_ms = %d is negative", c.timeout_ms);
   if (c.bootstrap_timeout_ms < 0) {
@@ -50,6 +54,7 @@ CommOptions ToOptions(const weftConfig_t& c) {
   o.segment_bytes = c.segment_bytes;
   o.cuda_device = c.cuda_device;
   o.bootstrap_timeout_ms = c.bootstrap_timeout_ms;
+  o.wait = static_cast<WaitPolicy>(c.wait);
   return o;
 }
 

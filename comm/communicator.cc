@@ -33,6 +33,7 @@ CommOptions ResolveOptions(CommOptions o) {
   if (o.timeout_ms <= 0) o.timeout_ms = env.timeout_ms > 0 ? env.timeout_ms : 600000;
   if (o.segment_bytes == 0) o.segment_bytes = env.segment_bytes;
   if (o.bootstrap_timeout_ms <= 0) o.bootstrap_timeout_ms = env.bootstrap_timeout_ms;
+  if (o.wait == WaitPolicy::kDefault) o.wait = env.wait;
   return o;
 }
 

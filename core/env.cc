@@ -30,6 +30,16 @@ long long ReadInt(const char* name, long long fallback, long long max, long long
 
 }  // namespace
 
+const char* Name(WaitPolicy w) {
+  switch (w) {
+    case WaitPolicy::kDefault: return "default";
+    case WaitPolicy::kSpin: return "spin";
+    case WaitPolicy::kYield: return "yield";
+    case WaitPolicy::kBlock: return "block";
+  }
+  return "invalid";
+}
+
 Env Env::Parse() {
   Env e;
   if (const char* d = std::getenv("WEFT_DEBUG")) {
@@ -60,6 +70,12 @@ Env Env::Parse() {
   if (const char* v = std::getenv("WEFT_TRACE")) e.trace_dir = v;
   e.trace_events = static_cast<size_t>(ReadInt("WEFT_TRACE_EVENTS", static_cast<long long>(e.trace_events),
                                                1LL << 30, 64));
+  if (const char* w = std::getenv("WEFT_WAIT"); w != nullptr && *w != '\0') {
+    if (strcasecmp(w, "spin") == 0) e.wait = WaitPolicy::kSpin;
+    else if (strcasecmp(w, "yield") == 0) e.wait = WaitPolicy::kYield;
+    else if (strcasecmp(w, "block") == 0) e.wait = WaitPolicy::kBlock;
+    else std::fprintf(stderr, "weft WARN: ignoring WEFT_WAIT=%s (expected spin, yield or block); using block\n", w);
+  }
   return e;
 }
 
@@ -70,9 +86,10 @@ const Env& Env::Get() {
       std::fprintf(stderr,
                    "weft INFO: pid %d env: WEFT_TIMEOUT_MS=%d WEFT_SEGMENT_BYTES=%zu WEFT_NUM_THREADS=%d "
                    "WEFT_SHM=%d WEFT_CHECK_CALLS=%d WEFT_HANG_WARN_MS=%d WEFT_BOOTSTRAP_TIMEOUT_MS=%d "
-                   "WEFT_SOCKET_IFNAME=%s\n",
+                   "WEFT_SOCKET_IFNAME=%s WEFT_WAIT=%s\n",
                    static_cast<int>(getpid()), e.timeout_ms, e.segment_bytes, e.num_threads, e.shm ? 1 : 0,
-                   e.check_calls ? 1 : 0, e.hang_warn_ms, e.bootstrap_timeout_ms, e.socket_ifname.c_str());
+                   e.check_calls ? 1 : 0, e.hang_warn_ms, e.bootstrap_timeout_ms, e.socket_ifname.c_str(),
+                   Name(e.wait));
     }
     return e;
   }();

@@ -32,6 +32,9 @@
 //   WEFT_TRACE_EVENTS   events a rank holds in memory before it appends them
 //                       to its trace file, >= 64 (100000)
 //   WEFT_FAULT          fault injection for testing (comm/fault.h); unset: none
+//   WEFT_WAIT           how the MPI and UCX backends wait for peers: block
+//                       (default: a short spin, then sleep), yield or spin
+//                       (see WaitPolicy)
 //
 // Explicit settings (weftConfig_t fields) win over these.
 #ifndef WEFT_CORE_ENV_H_
@@ -46,6 +49,21 @@ namespace weft {
 
 enum class LogLevel : int { kWarn = 0, kInfo = 1, kTrace = 2 };
 
+// How a host engine waits for its peers (values equal weftWaitPolicy_t).
+//   kSpin:  poll without pause: the least latency, a core kept busy for as
+//           long as the wait lasts (ranks with cores of their own, nothing
+//           else to run).
+//   kYield: poll, then sched_yield for a few ms, then short sleeps: little
+//           latency when ranks share cores with each other only.
+//   kBlock: poll for a few tens of us, then sleep until woken (shared-memory
+//           barriers: a futex the peer wakes) or in short naps (engines that
+//           cannot be woken): the core goes to whatever else the process
+//           runs, such as a training step's backward on the same cores.
+// kDefault resolves to WEFT_WAIT, else kBlock.
+enum class WaitPolicy : int { kDefault = 0, kSpin = 1, kYield = 2, kBlock = 3 };
+inline constexpr int kNumWaitPolicies = 4;
+const char* Name(WaitPolicy w);
+
 struct Env {
   LogLevel log_level = LogLevel::kWarn;
   int timeout_ms = 600000;
@@ -59,6 +77,7 @@ struct Env {
   int socket_family = 0;  // 0: any; else AF_INET or AF_INET6
   std::string trace_dir;   // empty: no tracing
   size_t trace_events = 100000;
+  WaitPolicy wait = WaitPolicy::kBlock;  // never kDefault
 
   // Parsed on first use; logged at INFO. Bad values are warned about and ignored.
   static const Env& Get();

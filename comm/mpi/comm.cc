@@ -49,7 +49,7 @@ MpiComm::~MpiComm() {
 
 WaitSpec MpiComm::MpiWait() const {
   const p2p::Patience w = Wait();
-  return {comm_, w.rank, w.timeout_ms, w.owner, w.spin, w.watch};
+  return {comm_, w.rank, w.timeout_ms, w.owner, w.spin, w.watch, w.policy};
 }
 
 absl::Status MpiComm::AttachSharedMemory() {

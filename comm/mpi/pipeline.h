@@ -42,7 +42,8 @@ struct WaitSpec {
   const Communicator* owner = nullptr;  // checked for aborted(); may be null
   std::chrono::microseconds spin{0};    // p2p::Patience::spin
   const p2p::HangWatch* watch = nullptr;  // p2p::Patience::watch
-  operator p2p::Patience() const { return {rank, timeout_ms, owner, spin, watch}; }  // NOLINT: a Backoff from a WaitSpec
+  WaitPolicy policy = WaitPolicy::kYield;  // p2p::Patience::policy
+  operator p2p::Patience() const { return {rank, timeout_ms, owner, spin, watch, policy}; }  // NOLINT: a Backoff from a WaitSpec
 };
 
 // Polls requests with backoff, timeout and abort checks.

@@ -150,8 +150,9 @@ class P2pComm : public Communicator, public DirectReduce {
   // The largest message of an eager send (a larger send is several): the
   // segment setting when one is given, else Tuning::eager_message_bytes.
   size_t EagerBytes() const { return options().segment_bytes != 0 ? SegmentBytes() : tuning_.eager_message_bytes; }
-  // How this rank waits: its timeout, abort, and how long to spin.
-  Patience Wait() const { return {rank(), options().timeout_ms, this, spin_, &watch_}; }
+  // How this rank waits: its timeout, abort, how long to spin, its hang
+  // watch, its policy.
+  Patience Wait() const { return {rank(), options().timeout_ms, this, spin_, &watch_, options().wait}; }
   // Collective: fails (and breaks the communicator) unless every rank made
   // `call`: one barrier of the shared-memory rounds on one node, else an
   // all-gather of the calls in log2(N) steps. OK at once with one rank or

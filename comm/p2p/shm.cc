@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "comm/p2p/futex.h"
 #include "core/env.h"
 #include "core/reduce.h"
 #include "core/status.h"
@@ -63,6 +65,22 @@ constexpr size_t kReadyWords = 3;
 std::atomic_ref<uint64_t> ReadyWord(void* region, uint64_t call, size_t i) {
   auto* words = reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(region) + 64);
   return std::atomic_ref<uint64_t>(words[(call % 2) * kReadyWords + i]);
+}
+
+// The low half of a flag, which a peer sleeping on it (kBlock) hands to the
+// futex: epochs grow by one per barrier, so a waiter that saw epoch e - 1
+// sleeps while the low half still reads that.
+const uint32_t* FlagLow(void* region) {
+  return reinterpret_cast<const uint32_t*>(static_cast<unsigned char*>(region)) +
+         (std::endian::native == std::endian::little ? 0 : 1);
+}
+
+// How many peers sleep on this rank's flag, in its control page's fourth
+// cache line (written only by sleepers): the rank raising its flag makes the
+// wake-up system call only when someone sleeps, so kSpin and kYield, and
+// kBlock ranks that arrive together, pay for none.
+std::atomic_ref<uint32_t> SleepersWord(void* region) {
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(region) + 192));
 }
 
 // Each rank's process id, in its control page's third cache line: a rank
@@ -294,14 +312,27 @@ absl::Status NodeShm::FlagBarrier(const Patience& w) {
   ++epoch_;
   const size_t stride = Stride(round_bytes_);
   auto* base = static_cast<unsigned char*>(base_);
-  Flag(base + stride * static_cast<size_t>(rank_)).store(epoch_, std::memory_order_release);
+  unsigned char* mine = base + stride * static_cast<size_t>(rank_);
+  Flag(mine).store(epoch_, std::memory_order_release);
+  // Either a sleeper's count is seen here or its re-check (below) sees the
+  // new flag: a store, a full fence, then a load, on both sides.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (SleepersWord(mine).load(std::memory_order_relaxed) != 0) FutexWake(FlagLow(mine));
   Backoff backoff(w);
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
-    std::atomic_ref<uint64_t> flag = Flag(base + stride * static_cast<size_t>(q));
+    unsigned char* region = base + stride * static_cast<size_t>(q);
+    std::atomic_ref<uint64_t> flag = Flag(region);
+    const auto sleep = [&](std::chrono::microseconds limit) {
+      std::atomic_ref<uint32_t> sleepers = SleepersWord(region);
+      sleepers.fetch_add(1, std::memory_order_seq_cst);
+      const uint64_t seen = flag.load(std::memory_order_seq_cst);
+      if (seen < epoch_) FutexWait(FlagLow(region), static_cast<uint32_t>(seen), limit);
+      sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    };
     while (flag.load(std::memory_order_acquire) < epoch_) {
-      absl::Status s = backoff.Idle();
-      if (!s.ok()) return PeerGone(base + stride * static_cast<size_t>(q), q, s);
+      absl::Status s = backoff.Idle(sleep);
+      if (!s.ok()) return PeerGone(region, q, s);
     }
     backoff.Progress();
   }

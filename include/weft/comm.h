@@ -11,8 +11,27 @@
 extern "C" {
 #endif
 
+/* How the host backends (MPI, UCX, their shared-memory rounds on one node)
+ * wait for peers in a collective. Every policy keeps the timeout and abort.
+ *   weftWaitSpin:  poll without pause: the least latency, but a core stays
+ *                  busy for as long as the wait lasts.
+ *   weftWaitYield: poll, then yield the core for a few ms, then short sleeps.
+ *   weftWaitBlock: poll for a few tens of microseconds, then sleep until a
+ *                  peer wakes the waiter (shared-memory rounds) or in short
+ *                  naps: the core is free for the caller's other threads,
+ *                  such as a training step's compute on the same cores.
+ * weftWaitDefault: $WEFT_WAIT (spin, yield or block), else weftWaitBlock.
+ * The in-process backend and NCCL wait as they always do. */
+typedef enum {
+  weftWaitDefault = 0,
+  weftWaitSpin = 1,
+  weftWaitYield = 2,
+  weftWaitBlock = 3,
+  weftNumWaitPolicies = 4
+} weftWaitPolicy_t;
+
 /* Versioned (weft/types.h, "Structs"); sizes accepted: 32 (before
- * bootstrap_timeout_ms) and 40. */
+ * bootstrap_timeout_ms), 40 (before wait) and 48. */
 typedef struct {
   size_t size;
   weftBackend_t backend;    /* weftBackendAuto */
@@ -23,11 +42,13 @@ typedef struct {
                                0: $WEFT_SEGMENT_BYTES or the backend's choice */
   int bootstrap_timeout_ms; /* how long forming a world may take (every rank arriving at the bootstrap root);
                                0: $WEFT_BOOTSTRAP_TIMEOUT_MS or 300000 */
-  int reserved0;            /* 0; ignored (fills the tail: the next field makes the struct larger) */
+  int reserved0;            /* 0; ignored (fills what would be padding) */
+  weftWaitPolicy_t wait;    /* how host backends wait for peers; weftWaitDefault: $WEFT_WAIT or weftWaitBlock */
+  int reserved1;            /* 0; ignored (fills the tail: the next field makes the struct larger) */
 } weftConfig_t;
 
 #define WEFT_CONFIG_INITIALIZER \
-  { sizeof(weftConfig_t), weftBackendAuto, weftMemoryHost, 0, -1, 0, 0, 0 }
+  { sizeof(weftConfig_t), weftBackendAuto, weftMemoryHost, 0, -1, 0, 0, 0, weftWaitDefault, 0 }
 
 /* Passing this as `color` to weftCommSplit leaves the caller out: *newcomm is NULL. */
 #define WEFT_SPLIT_NOCOLOR (-1)

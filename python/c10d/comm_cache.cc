@@ -13,7 +13,10 @@ namespace weft_c10d {
 
 std::string WeftError(const char* op, int rank, weftResult_t r) {
   const char* last = weftGetLastError();
-  return std::string("weft: ") + op + " failed on rank " + std::to_string(rank) + " (" + weftGetErrorString(r) +
+  // A timeout also says " Timed out ", the words torch's own backends (and
+  // the tools and tests that read their errors) use for one.
+  return std::string("weft: ") + op + " failed on rank " + std::to_string(rank) +
+         (r == weftTimeout ? ": Timed out " : " ") + "(" + weftGetErrorString(r) +
          "): " + (last && *last ? last : "no further detail");
 }
 
@@ -66,6 +69,10 @@ weftComm_t CommCache::Make(const char* what, weftMemoryKind_t memory, int device
   cfg.cuda_device = device;
   cfg.timeout_ms = timeout_ms_;
   cfg.bootstrap_timeout_ms = timeout_ms_;
+  // A training step's backward runs on the cores a waiting rank would spin
+  // on: weft's default policy (weftWaitBlock) is the one wanted here, and
+  // weftWaitDefault keeps WEFT_WAIT able to change it.
+  cfg.wait = weftWaitDefault;
   weftStore_t ws = WEFT_STORE_INITIALIZER;
   ws.ctx = store_.get();
   ws.set = StoreSet;

@@ -99,6 +99,7 @@ SUBSET_AS_GLOO = [
     "test_batch_isend_irecv_gloo", "test_all_reduce_coalesced_sum", "test_all_reduce_coalesced_full_group_max",
     "test_all_gather_object_default_pg", "test_all_gather_object_subgroup", "test_scatter_object_list",
     "test_get_future", "test_grads_same_across_ranks_with_no_sync",
+    "test_barrier_timeout_global", "test_barrier_timeout_full_group",
 ]
 
 

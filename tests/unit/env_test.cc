@@ -42,5 +42,22 @@ TEST(Env, JunkIsRefusedWithAWarning) {
   EXPECT_NE(err.find("ignoring WEFT_TIMEOUT_MS=30s"), std::string::npos) << err;
 }
 
+TEST(Env, WaitPoliciesAreReadByName) {
+  EXPECT_EQ(ParseWith("WEFT_WAIT", "").first.wait, WaitPolicy::kBlock);  // unset or empty: the default
+  for (auto [name, want] : {std::pair{"spin", WaitPolicy::kSpin}, std::pair{"YIELD", WaitPolicy::kYield},
+                            std::pair{"block", WaitPolicy::kBlock}}) {
+    auto [e, err] = ParseWith("WEFT_WAIT", name);
+    EXPECT_EQ(e.wait, want) << name;
+    EXPECT_EQ(err, "") << name;
+  }
+}
+
+TEST(Env, UnknownWaitPolicyIsRefusedWithAWarning) {
+  auto [e, err] = ParseWith("WEFT_WAIT", "sleep");
+  EXPECT_EQ(e.wait, WaitPolicy::kBlock);
+  EXPECT_NE(err.find("ignoring WEFT_WAIT=sleep (expected spin, yield or block); using block"), std::string::npos)
+      << err;
+}
+
 }  // namespace
 }  // namespace weft

@@ -1,0 +1,124 @@
+// Op: the checks, staging and issue shared by every collective.
+#include "op.h"
+
+#include <c10/util/Exception.h>
+
+namespace weft_c10d {
+
+weftDataType_t WeftType(const char* op, const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return weftFloat32;
+    case at::kDouble: return weftFloat64;
+    case at::kBFloat16: return weftBfloat16;
+    case at::kHalf: return weftFloat16;
+    case at::kChar: return weftInt8;
+    case at::kByte: return weftUint8;
+    case at::kBool: return weftUint8;  // one byte, 0 or 1; the ops are mapped so it stays so
+    case at::kInt: return weftInt32;
+    case at::kLong: return weftInt64;
+    default:
+      TORCH_CHECK_TYPE(false, "weft: ", op, ": dtype ", t.scalar_type(), " is not a weft type (float32/64, "
+                       "bfloat16, float16, int8, uint8, int32, int64, bool); convert the tensor first");
+  }
+}
+
+weftRedOp_t WeftOp(const char* op, const c10d::ReduceOp& rop, const at::Tensor& t) {
+  const bool is_bool = t.scalar_type() == at::kBool;
+  switch (rop.op_) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::PREMUL_SUM: return is_bool ? weftMax : weftSum;
+    case c10d::ReduceOp::PRODUCT: return weftProd;
+    case c10d::ReduceOp::MIN: return weftMin;
+    case c10d::ReduceOp::MAX: return weftMax;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK_VALUE(!is_bool, "weft: ", op, ": ReduceOp.AVG of a bool tensor has no bool result");
+      return weftAvg;
+    default:
+      TORCH_CHECK_VALUE(false, "weft: ", op, ": ReduceOp ", static_cast<int>(rop.op_), " (BAND/BOR/BXOR) is not "
+                        "a weft reduction; weft has SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM");
+  }
+}
+
+const at::Tensor& One(const char* op, const std::vector<at::Tensor>& tensors) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "weft: ", op, ": ", tensors.size(), " tensors; weft takes one per "
+                    "process (one device per rank)");
+  return tensors[0];
+}
+
+c10::intrusive_ptr<c10d::Work> Op::Issue(std::vector<at::Tensor> outputs) {
+  ++b_.seq_;
+  c10::intrusive_ptr<WeftWork> work;
+  if (b_.coalescing_) {
+    if (!b_.group_) {
+      b_.group_ = c10::make_intrusive<WeftWork>(rank(), c10d::OpType::COALESCED, "coalesced collectives", cuda_, comm_);
+      b_.group_->open_ = true;
+      if (!cuda_) b_.group_->stream_ = b_.LeaseStream();
+    }
+    work = b_.group_;
+    TORCH_CHECK_VALUE(work->cuda_ == cuda_ && work->comm_ == comm_, "weft: ", name_, ": a coalesced group on ",
+                      work->cuda_ ? "cuda" : "cpu", " cannot take a tensor on ", device_);
+    if (!work->grouped_) {
+      // After the communicator exists (a CUDA one is made by the group's
+      // first call, which must not be inside a weft group).
+      weftResult_t r = weftGroupStart();
+      if (r != weftSuccess) C10_THROW_ERROR(DistBackendError, WeftError("weftGroupStart", rank(), r));
+      work->grouped_ = true;
+      work->device_ = device_.index();
+    }
+  } else {
+    work = c10::make_intrusive<WeftWork>(rank(), type_, name_, cuda_, comm_);
+    if (!cuda_) work->stream_ = b_.LeaseStream();
+  }
+  if (cuda_) {
+    std::string error;
+    work->done_ = b_.Order(device_.index()).Run([&](void* stream) {
+      for (auto& call : calls_) {
+        weftResult_t r = call(comm_, stream);
+        if (r != weftSuccess) {
+          error = WeftError(name_, rank(), r);
+          return;
+        }
+      }
+      if (b_.coalescing_) return;  // inside a weft group nothing is enqueued before weftGroupEnd
+      for (auto& f : cuda_post_) f();  // on the communicator's stream, behind the collective
+    }, keep_);
+    for (auto& t : keep_) work->keep_.push_back(t);  // the caching allocator holds them until the stream is done
+    if (b_.coalescing_) {
+      for (auto& f : cuda_post_) work->post_.push_back(std::move(f));
+    }
+    if (!error.empty()) {
+      if (b_.coalescing_) b_.AbandonGroup();
+      C10_THROW_ERROR(DistBackendError, error);
+    }
+  } else {
+    for (auto& call : calls_) {
+      weftResult_t r = call(comm_, work->stream_);
+      if (r != weftSuccess) {
+        // Refused at issue (the arguments): what this Op already enqueued
+        // still reads its tensors, so let it finish before they may go.
+        std::string error = WeftError(name_, rank(), r);
+        if (b_.coalescing_) {
+          for (auto& t : keep_) work->keep_.push_back(std::move(t));
+          b_.AbandonGroup();
+        } else {
+          weftStreamSynchronize(work->stream_);
+          std::lock_guard<std::mutex> lock(b_.mu_);
+          b_.free_streams_.push_back(work->stream_);
+        }
+        C10_THROW_ERROR(DistBackendError, error);
+      }
+    }
+    for (auto& t : keep_) work->keep_.push_back(std::move(t));
+    for (auto& f : post_) work->post_.push_back(std::move(f));
+  }
+  for (auto& t : outputs) work->outputs_.push_back(t);
+  if (b_.coalescing_) return work;
+  if (cuda_) {
+    work->future_ = work->done_->Future(work->outputs_);
+  } else {
+    b_.Finish(work);
+  }
+  return work;
+}
+
+}  // namespace weft_c10d

@@ -1,0 +1,80 @@
+// WeftWork: a collective's (or a coalesced group's) completion, its future
+// and the tensors it keeps alive.
+#include <c10/util/Exception.h>
+
+#include "backend.h"
+
+namespace weft_c10d {
+
+WeftWork::WeftWork(int rank, c10d::OpType type, const char* op, bool cuda, weftComm_t comm)
+    : c10d::Work(rank, type), op_(op), cuda_(cuda), comm_(comm) {
+  // Host work: completed by Drain. CUDA work: made by CudaDone, in stream order.
+  if (!cuda_) future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+}
+
+bool WeftWork::isCompleted() {
+  if (cuda_) return done_ && done_->Query();
+  return c10d::Work::isCompleted();
+}
+
+bool WeftWork::isSuccess() const {
+  if (cuda_) return true;  // device failures surface in wait(), from the communicator
+  return c10d::Work::isSuccess();
+}
+
+bool WeftWork::wait(std::chrono::milliseconds timeout) {
+  TORCH_CHECK(!open_, "weft: rank ", rank_, ": wait() on a collective of a coalesced group before endCoalescing "
+              "(wait for the Work endCoalescing returns)");
+  if (!cuda_) {
+    if (timeout == ::kNoTimeout && stream_ != nullptr) Drain();
+    return c10d::Work::wait(timeout);
+  }
+  synchronize();
+  return true;
+}
+
+void WeftWork::synchronize() {
+  if (!cuda_ || !done_) return;
+  done_->BlockCurrentStream();
+  weftResult_t async = weftSuccess;
+  weftCommGetAsyncError(comm_, &async);
+  if (async != weftSuccess) C10_THROW_ERROR(DistBackendError, WeftError(op_, rank_, async));
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WeftWork::getFuture() { return future_; }
+
+std::vector<at::Tensor> WeftWork::result() { return outputs_; }
+
+void WeftWork::Drain() {
+  std::lock_guard<std::mutex> lock(drain_mu_);
+  if (drained_) return;
+  drained_ = true;
+  weftResult_t r = weftStreamSynchronize(stream_);
+  std::exception_ptr error;
+  if (r != weftSuccess) {  // this thread's last error is that synchronisation's
+    error = std::make_exception_ptr(
+        c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, WeftError(op_, rank_, r)));
+  }
+  release_(stream_);
+  Complete(error);
+}
+
+void WeftWork::Complete(std::exception_ptr error) {
+  if (!error) {
+    try {
+      for (auto& f : post_) f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  post_.clear();
+  keep_.clear();
+  finish(error);
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+}  // namespace weft_c10d
