@@ -1,0 +1,125 @@
+"""What the training-stack examples share: their common flags and the JSON report each run writes.
+
+    from stacks import add_args, Report
+    ap = argparse.ArgumentParser(); add_args(ap); args = ap.parse_args()
+    report = Report(args)                       # after the process group exists
+    for step in range(report.first_step, args.steps):
+        with report.step(step) as s:
+            ...; s.loss = loss                 # the loss of the whole global batch
+    report.write(final_params="final.pt", param_bytes_per_rank=n)
+
+Every example trains the same global batches whatever the world size (each rank takes its slice), so a run
+over weft and one over gloo, or one resumed at another world size, see the same losses. `--save DIR --save-at
+K` writes a checkpoint after K steps and goes on; `--load DIR` resumes from it in a fresh process.
+
+The report (`--out FILE`) is what tests/stacks/parity.py compares: {"backend", "dist_backend" (what
+torch.distributed says it ran on), "world_size", "first_step", "losses" (one per step), "step_time_s" (the
+median), "param_bytes_per_rank" and "model_bytes" (sharded runs), "final_params" (a torch.save file of the full state
+dict)}.
+"""
+
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+
+_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+# From a checkout: the weft package in python/ (an installed weft needs nothing).
+sys.path.insert(0, os.path.join(_ROOT, "python"))
+
+
+def add_args(ap, steps=8):
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--backend", default="weft", choices=("weft", "gloo"),
+                    help="the torch.distributed backend (gloo: the baseline for parity)")
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", help="write the run's report (JSON) here")
+    ap.add_argument("--save", metavar="DIR", help="write a checkpoint here after --save-at steps")
+    ap.add_argument("--save-at", type=int, default=None, help="default: half of --steps")
+    ap.add_argument("--load", metavar="DIR", help="resume from the checkpoint in DIR")
+
+
+def register_weft(backend):
+    """Makes "weft" a torch.distributed backend name in this process (the one line weft needs)."""
+    if backend == "weft":
+        import weft.torch  # noqa: F401
+
+
+def save_step(args):
+    return args.steps // 2 if args.save_at is None else args.save_at
+
+
+def check_steps(args):
+    if args.steps < 1:
+        raise SystemExit("--steps must be at least 1, not %d" % args.steps)
+    if args.save and not 0 < save_step(args) <= args.steps:
+        raise SystemExit("--save-at must be in 1..--steps (%d), not %d" % (args.steps, save_step(args)))
+
+
+class _Step:
+    loss = None
+
+
+class Report:
+    def __init__(self, args, first_step=0):
+        import torch.distributed as dist
+        self.args = args
+        self.first_step = first_step
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.dist_backend = str(dist.get_backend())
+        self.losses = []
+        self.times = []
+
+    @contextlib.contextmanager
+    def step(self, step):
+        s = _Step()
+        t0 = time.perf_counter()
+        yield s
+        self.times.append(time.perf_counter() - t0)
+        if s.loss is None:
+            raise RuntimeError("step %d recorded no loss" % step)
+        loss = float(s.loss)
+        self.losses.append(loss)
+        if self.rank == 0:
+            print("step %d loss %.6f" % (step, loss), flush=True)
+
+    def wants_save(self, step):
+        """True once `step` (0-based) ends the steps to save after."""
+        return bool(self.args.save) and step + 1 == save_step(self.args)
+
+    def write(self, final_params=None, param_bytes_per_rank=None, model_bytes=None):
+        """Rank 0 writes the report; param_bytes_per_rank is this rank's (every rank's, gathered)."""
+        import torch.distributed as dist
+        per_rank = None
+        if param_bytes_per_rank is not None:
+            everyone = [None] * self.world_size
+            dist.all_gather_object(everyone, int(param_bytes_per_rank))
+            per_rank = [int(b) for b in everyone]
+        if self.rank != 0 or not self.args.out:
+            return
+        report = {
+            "backend": self.args.backend,
+            "dist_backend": self.dist_backend,
+            "world_size": self.world_size,
+            "first_step": self.first_step,
+            "losses": self.losses,
+            "step_time_s": statistics.median(self.times) if self.times else None,
+            "param_bytes_per_rank": per_rank,
+            "model_bytes": model_bytes,
+            "final_params": os.path.abspath(final_params) if final_params else None,
+        }
+        with open(self.args.out, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+def final_params_path(args):
+    """Where the run's full final state dict goes: beside --out."""
+    return (os.path.splitext(args.out)[0] + ".params.pt") if args.out else None
+
+
+def model_bytes(module):
+    return sum(p.numel() * p.element_size() for p in module.parameters())
