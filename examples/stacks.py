@@ -30,16 +30,84 @@ _ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(_ROOT, "python"))
 
 
-def add_args(ap, steps=8):
+def add_args(ap, steps=8, global_batch=8, lr=1e-3):
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    ap.add_argument("--backend", default="weft", choices=("weft", "gloo"),
-                    help="the torch.distributed backend (gloo: the baseline for parity)")
+    ap.add_argument("--backend", default="weft", choices=("weft", "gloo", "nccl"),
+                    help="the torch.distributed backend (gloo, or nccl on GPUs: the baseline for parity)")
     ap.add_argument("--steps", type=int, default=steps)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="write the run's report (JSON) here")
     ap.add_argument("--save", metavar="DIR", help="write a checkpoint here after --save-at steps")
     ap.add_argument("--save-at", type=int, default=None, help="default: half of --steps")
     ap.add_argument("--load", metavar="DIR", help="resume from the checkpoint in DIR")
+    ap.add_argument("--global-batch", type=int, default=global_batch, help="samples per step over all ranks")
+    ap.add_argument("--lr", type=float, default=lr)
+
+
+def start(args, init):
+    """Checks the flags, makes "weft" known, makes the default group with init(backend) (the stack's own
+    call: dist.init_process_group, deepspeed.init_distributed) and returns (rank, world size, device)."""
+    import torch
+    import torch.distributed as dist
+    check_steps(args)
+    register_weft(args.backend)
+    init(args.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    check_batch(args, world)
+    if args.device == "cpu":
+        return rank, world, torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    torch.cuda.set_device(device)
+    return rank, world, device
+
+
+def check_batch(args, world):
+    if args.global_batch % world:
+        raise SystemExit("--global-batch %d is not a multiple of the world size %d" % (args.global_batch, world))
+
+
+def global_mean(loss):
+    """The mean over ranks of each rank's loss: the loss of the whole global batch."""
+    import torch.distributed as dist
+    total = loss.detach().float().clone()
+    dist.all_reduce(total)
+    return total.item() / dist.get_world_size()
+
+
+def save_torch(args, report, step, model, opt):
+    """After the step --save-at names, a plain torch checkpoint (DDP: every rank holds the same state, rank 0
+    writes it)."""
+    import torch
+    import torch.distributed as dist
+    if not report.wants_save(step):
+        return
+    if dist.get_rank() == 0:
+        os.makedirs(args.save, exist_ok=True)
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1},
+                   os.path.join(args.save, "ckpt.pt"))
+    dist.barrier()
+
+
+def load_torch(args, model, opt, device):
+    """Loads save_torch's checkpoint into model and opt; returns the step to go on from (0 without --load)."""
+    import torch
+    if not args.load:
+        return 0
+    state = torch.load(os.path.join(args.load, "ckpt.pt"), map_location=device)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    return state["step"]
+
+
+def save_final(args, state):
+    """Rank 0 writes the full state dict `state` beside --out; returns the path (None without --out)."""
+    import torch
+    import torch.distributed as dist
+    path = final_params_path(args)
+    if path and dist.get_rank() == 0:
+        torch.save({k: v.detach().float().cpu() if v.is_floating_point() else v.detach().cpu()
+                    for k, v in state.items()}, path)
+    return path
 
 
 def register_weft(backend):
@@ -123,3 +191,35 @@ def final_params_path(args):
 
 def model_bytes(module):
     return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+def tiny_llama(seed, vocab=256, hidden=64, layers=2, heads=4, seq=32):
+    """A Llama-architecture causal LM from a small LlamaConfig: no weights are downloaded."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                         max_position_embeddings=seq, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config)
+
+
+def lm_batch(step, size, seq=32, vocab=256):
+    """One global batch of token ids, the same on every rank: a slice of it is each rank's."""
+    import torch
+    g = torch.Generator().manual_seed(2000 + step)
+    return torch.randint(0, vocab, (size, seq), generator=g)
+
+
+def finish(args, report, state, **sizes):
+    """Writes the final parameters (`state`, a full state dict) and the report, and ends the process group."""
+    import torch.distributed as dist
+    report.write(final_params=save_final(args, state), **sizes)
+    dist.destroy_process_group()
+
+
+def rank_slice(args):
+    """This rank's slice of each global batch."""
+    import torch.distributed as dist
+    per = args.global_batch // dist.get_world_size()
+    return slice(dist.get_rank() * per, (dist.get_rank() + 1) * per)

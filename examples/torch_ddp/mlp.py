@@ -26,37 +26,18 @@ from mlp_ddp import ToyModel, batch  # noqa: E402  the tutorial's model, as weft
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    stacks.add_args(ap, steps=10)
-    ap.add_argument("--global-batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=0.05)
+    stacks.add_args(ap, steps=10, global_batch=32, lr=0.05)
     args = ap.parse_args()
-    stacks.check_steps(args)
-
-    stacks.register_weft(args.backend)
-    dist.init_process_group(args.backend)  # <- "weft": the one weft line
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if args.global_batch % world:
-        raise SystemExit("--global-batch %d is not a multiple of the world size %d" % (args.global_batch, world))
-    if args.device == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
+    _, _, device = stacks.start(args, dist.init_process_group)  # <- "weft": the one weft line
 
     torch.manual_seed(args.seed)
     model = ToyModel().to(device)
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
-    first = 0
-    if args.load:
-        state = torch.load(os.path.join(args.load, "ckpt.pt"), map_location=device)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        first = state["step"]
+    first = stacks.load_torch(args, model, opt, device)
 
     report = stacks.Report(args, first_step=first)
-    per = args.global_batch // world
-    mine = slice(rank * per, (rank + 1) * per)
+    mine = stacks.rank_slice(args)
     for step in range(first, args.steps):
         with report.step(step) as s:
             x, y = (t.to(device) for t in batch(step, args.global_batch))
@@ -64,21 +45,10 @@ def main():
             loss = torch.nn.functional.mse_loss(ddp(x[mine]), y[mine])
             loss.backward()
             opt.step()
-            mean = loss.detach().clone()
-            dist.all_reduce(mean, op=dist.ReduceOp.SUM)
-            s.loss = mean.item() / world
-        if report.wants_save(step) and rank == 0:
-            os.makedirs(args.save, exist_ok=True)
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1},
-                       os.path.join(args.save, "ckpt.pt"))
-        if report.wants_save(step):
-            dist.barrier()
+            s.loss = stacks.global_mean(loss)
+        stacks.save_torch(args, report, step, model, opt)
 
-    final = stacks.final_params_path(args)
-    if final and rank == 0:
-        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, final)
-    report.write(final_params=final)
-    dist.destroy_process_group()
+    stacks.finish(args, report, model.state_dict())
 
 
 if __name__ == "__main__":

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Runs one training-stack example over weft and over gloo, the way that stack launches, and compares them.
+"""Runs one training-stack example over weft and over a baseline (gloo, or nccl), the way that stack launches,
+and compares them.
 
     parity.py --launcher torchrun --nproc 2 --rtol 1e-5 --resume examples/torch_ddp/mlp.py -- --steps 10
 
 Checks, each a failure with the numbers when it does not hold:
 - the weft run really ran on weft (the report's dist_backend, from dist.get_backend()) at the launched world
-  size, and the gloo run on gloo;
+  size, and the baseline run (--baseline, gloo by default) on its backend;
 - every step's loss and every final parameter agree within --rtol (relative to the larger magnitude; a
   tensor is compared by its largest element difference against its largest magnitude);
 - with --sharded, each rank holds about 1/N of the model's parameter bytes;
+- with --cuda-only WHY, the row runs only where there is a GPU per rank (and skips, printing WHY, elsewhere);
 - with --resume, the weft run saves a checkpoint half way, a fresh job (--resume-nproc ranks) loads it, and
   its losses continue the first run's within --rtol.
 
@@ -40,9 +42,9 @@ def launch_cmd(launcher, nproc, script, port):
     if launcher == "torchrun":
         return [py, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), script]
     if launcher == "accelerate":
-        return [py, "-m", "accelerate.commands.launch", "--num_processes", str(nproc), "--num_machines", "1",
-                "--main_process_port", str(port), "--cpu", "--multi_gpu", script] if nproc > 1 else \
-            [py, "-m", "accelerate.commands.launch", "--num_processes", "1", "--cpu", script]
+        # --multi_gpu is Accelerate's torchrun path (its --cpu path launches one process, or mpirun).
+        return [py, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(nproc),
+                "--num_machines", "1", "--main_process_port", str(port), script]
     if launcher == "deepspeed":
         # DeepSpeed's own runner; --num_gpus is its "processes on this node" (the CPU accelerator's too).
         return [py, "-m", "deepspeed.launcher.runner", "--num_gpus", str(nproc), "--master_port", str(port), script]
@@ -62,6 +64,8 @@ def run_job(args, backend, out, nproc, extra):
     cmd = launch_cmd(args.launcher, nproc, args.script, port) + ["--backend", backend, "--out", out] + extra
     env = dict(os.environ, WEFT_SOCKET_IFNAME=os.environ.get("WEFT_SOCKET_IFNAME", "lo"),
                OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    if args.launcher == "deepspeed" and "cuda" not in extra:
+        env.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed would look for a GPU accelerator first
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(ROOT, "python"), env.get("PYTHONPATH")) if p)
     print("+ " + " ".join(cmd), flush=True)
     t0 = time.monotonic()
@@ -138,7 +142,10 @@ def main():
     ap.add_argument("--sharded", action="store_true", help="check each rank holds about 1/N of the parameters")
     ap.add_argument("--resume", action="store_true", help="checkpoint on weft, resume in a fresh job")
     ap.add_argument("--resume-nproc", type=int, help="ranks of the resumed job (default: --nproc)")
+    ap.add_argument("--baseline", default="gloo", choices=("gloo", "nccl"), help="the backend weft is compared with")
     ap.add_argument("--needs", default="", help="comma-separated modules the example imports")
+    ap.add_argument("--cuda-only", metavar="WHY", help="the row needs a GPU per rank (WHY it cannot run on a CPU): "
+                    "skip unless this machine has --nproc CUDA devices")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per job")
     ap.add_argument("script")
     ap.add_argument("script_args", nargs=argparse.REMAINDER)
@@ -154,17 +161,26 @@ def main():
               "python/requirements-stacks.txt)" % (python(), ", ".join(missing)), flush=True)
         return SKIP
 
+    if args.cuda_only:
+        probe = subprocess.run([python(), "-c", "import torch; print(torch.cuda.device_count())"],
+                               capture_output=True, text=True)
+        have = int(probe.stdout.strip() or 0) if probe.returncode == 0 else 0
+        if have < args.nproc:
+            print("SKIP: needs %d CUDA devices, this machine has %d: %s" % (args.nproc, have, args.cuda_only),
+                  flush=True)
+            return SKIP
+
     c = Checks()
     with tempfile.TemporaryDirectory(prefix="weft-stacks-") as tmp:
         ckpt = os.path.join(tmp, "ckpt")
         w = run_job(args, "weft", os.path.join(tmp, "weft.json"), args.nproc,
                     extra + (["--save", ckpt] if args.resume else []))
-        g = run_job(args, "gloo", os.path.join(tmp, "gloo.json"), args.nproc, extra)
-        for r, want in ((w, "weft"), (g, "gloo")):
+        g = run_job(args, args.baseline, os.path.join(tmp, "baseline.json"), args.nproc, extra)
+        for r, want in ((w, "weft"), (g, args.baseline)):
             c.check(r["dist_backend"] == want, "the %s run's dist.get_backend() is %r" % (want, r["dist_backend"]))
             c.check(r["world_size"] == args.nproc, "the %s run has world size %s, launched %d" %
                     (want, r["world_size"], args.nproc))
-        loss_err = compare_losses(c, "weft against gloo", w["losses"], g["losses"], args.rtol)
+        loss_err = compare_losses(c, "weft against " + args.baseline, w["losses"], g["losses"], args.rtol)
         param_err = compare_params(c, w["final_params"], g["final_params"], args.rtol)
         print("losses: %d steps, largest relative difference %.3g; final params: %.3g (rtol %.3g)" %
               (len(w["losses"]), loss_err, param_err, args.rtol))
@@ -190,8 +206,8 @@ def main():
                                  args.rtol)
             print("resumed at step %d on %d ranks: largest relative loss difference %.3g" % (k, n, err))
         if w["step_time_s"] and g["step_time_s"]:
-            print("weft/gloo step time %.3f (median %.4g s against %.4g s)" %
-                  (w["step_time_s"] / g["step_time_s"], w["step_time_s"], g["step_time_s"]))
+            print("weft/%s step time %.3f (median %.4g s against %.4g s)" %
+                  (args.baseline, w["step_time_s"] / g["step_time_s"], w["step_time_s"], g["step_time_s"]))
     if c.failures:
         print("%d checks failed" % len(c.failures))
         return 1
