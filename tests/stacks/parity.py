@@ -157,8 +157,8 @@ def main():
 
     missing = missing_modules([m for m in args.needs.split(",") if m])
     if missing:
-        print("SKIP: %s cannot import %s (pip install -c python/requirements.txt -r "
-              "python/requirements-stacks.txt)" % (python(), ", ".join(missing)), flush=True)
+        print("SKIP: %s cannot import %s (install python/requirements-stacks.txt as its first lines say, or name "
+              "an interpreter that has them in WEFT_STACKS_PYTHON)" % (python(), ", ".join(missing)), flush=True)
         return SKIP
 
     if args.cuda_only:
