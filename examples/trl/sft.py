@@ -84,7 +84,7 @@ class Record:
 def zero3_config(args):
     return {"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto",
             "train_batch_size": "auto", "gradient_accumulation_steps": "auto", "zero_allow_untested_optimizer": True,
-            "bf16": {"enabled": args.device == "cuda"}}
+            "bf16": {"enabled": "auto"}}
 
 
 def main():
