@@ -4,7 +4,7 @@ weights downloaded), a tokenizer trained in the script and a small synthetic cha
 (torchrun) or DeepSpeed ZeRO-3 (the deepspeed launcher), on weft.
 
     torchrun --standalone --nproc_per_node 2 examples/trl/sft.py --backend weft --out weft.json
-    deepspeed --num_gpus 8 examples/trl/sft.py --mode zero3 --device cuda
+    DS_ACCELERATOR=cpu deepspeed --num_gpus 2 examples/trl/sft.py --mode zero3 --backend weft --out weft.json
 
 How TRL (through Transformers' Trainer and Accelerate) is told to use weft:
 - DDP on GPUs: `SFTConfig(ddp_backend="weft")` (the Python argument: the command-line parser of
@@ -12,7 +12,8 @@ How TRL (through Transformers' Trainer and Accelerate) is told to use weft:
 - DDP on a CPU: Accelerate replaces the backend by "gloo" for CPU processes and raises when it was given
   another, so the script makes the group first, `dist.init_process_group("weft")`, and leaves ddp_backend
   unset; the Trainer uses the group it finds.
-- ZeRO-3: `deepspeed.init_distributed(dist_backend="weft")` before the Trainer; DeepSpeed then keeps it.
+- ZeRO-3 (GPUs or CPU): `deepspeed.init_distributed(dist_backend="weft")` before the Trainer; DeepSpeed
+  then keeps the group. On a CPU set DS_ACCELERATOR=cpu.
 Each step is one global batch of --global-batch chats (the Trainer's sampler gives each rank its share).
 """
 
@@ -82,7 +83,9 @@ class Record:
 
 
 def zero3_config(args):
-    return {"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto",
+    # The 16-bit gather on save is what lets the trainer hand back the whole model (get_state_dict).
+    return {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True},
+            "train_micro_batch_size_per_gpu": "auto",
             "train_batch_size": "auto", "gradient_accumulation_steps": "auto", "zero_allow_untested_optimizer": True,
             "bf16": {"enabled": "auto"}}
 
@@ -97,9 +100,6 @@ def main():
     stacks.register_weft(args.backend)
     cpu = args.device == "cpu"
     if args.mode == "zero3":
-        if cpu:
-            raise SystemExit("--mode zero3 needs --device cuda: on a CPU, Transformers hands Accelerate no backend "
-                             "for a DeepSpeed run, and Accelerate then takes every rank for a single process")
         import deepspeed
         deepspeed.init_distributed(dist_backend=args.backend)  # <- "weft" under ZeRO-3
     elif cpu:
@@ -112,7 +112,6 @@ def main():
     world = int(os.environ.get("WORLD_SIZE", "1"))
     stacks.check_batch(args, world)
     model = stacks.tiny_llama(args.seed, vocab=len(tok), seq=64)
-    full_bytes = stacks.model_bytes(model)
     out_dir = args.save or os.path.join(os.path.dirname(os.path.abspath(args.out or ".")), "sft-out")
     config = SFTConfig(
         output_dir=out_dir, max_steps=args.steps, per_device_train_batch_size=args.global_batch // world,
@@ -136,8 +135,11 @@ def main():
     report = stacks.Report(args, first_step=first)
     report.losses, report.times = rec.losses, rec.times
     final = stacks.save_final(args, trainer.accelerator.get_state_dict(trainer.model_wrapped))
-    local = sum(p.ds_tensor.numel() * p.ds_tensor.element_size() if hasattr(p, "ds_tensor")
-                else p.numel() * p.element_size() for p in trainer.model.parameters())
+    # In the dtype the stack trains in (ZeRO-3 under TRL: bf16): each rank's shard, and the whole model.
+    shard = [(p.ds_tensor.numel(), p.ds_numel, p.ds_tensor.element_size()) if hasattr(p, "ds_tensor")
+             else (p.numel(), p.numel(), p.element_size()) for p in trainer.model.parameters()]
+    local = sum(n * b for n, _, b in shard)
+    full_bytes = sum(n * b for _, n, b in shard)
     report.write(final_params=final, param_bytes_per_rank=local, model_bytes=full_bytes)
     dist.destroy_process_group()
 
