@@ -1,12 +1,14 @@
-"""What the training-stack examples share: their common flags and the JSON report each run writes.
+"""What the training-stack examples share: their common flags, setup, checkpoint helpers and the JSON report
+each run writes.
 
-    from stacks import add_args, Report
-    ap = argparse.ArgumentParser(); add_args(ap); args = ap.parse_args()
-    report = Report(args)                       # after the process group exists
-    for step in range(report.first_step, args.steps):
+    import stacks
+    ap = argparse.ArgumentParser(); stacks.add_args(ap); args = ap.parse_args()
+    rank, world, device = stacks.start(args, dist.init_process_group)   # the stack's own init call
+    report = stacks.Report(args, first_step=first)
+    for step in range(first, args.steps):
         with report.step(step) as s:
-            ...; s.loss = loss                 # the loss of the whole global batch
-    report.write(final_params="final.pt", param_bytes_per_rank=n)
+            ...; s.loss = stacks.global_mean(loss)   # the loss of the whole global batch
+    stacks.finish(args, report, full_state_dict)
 
 Every example trains the same global batches whatever the world size (each rank takes its slice), so a run
 over weft and one over gloo, or one resumed at another world size, see the same losses. `--save DIR --save-at
@@ -14,8 +16,8 @@ K` writes a checkpoint after K steps and goes on; `--load DIR` resumes from it i
 
 The report (`--out FILE`) is what tests/stacks/parity.py compares: {"backend", "dist_backend" (what
 torch.distributed says it ran on), "world_size", "first_step", "losses" (one per step), "step_time_s" (the
-median), "param_bytes_per_rank" and "model_bytes" (sharded runs), "final_params" (a torch.save file of the full state
-dict)}.
+median), "param_bytes_per_rank" and "model_bytes" (sharded runs), "final_params" (a torch.save file of the
+full state dict)}.
 """
 
 import contextlib
