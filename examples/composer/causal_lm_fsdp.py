@@ -121,16 +121,14 @@ class Report(Callback):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    stack_report.add_args(ap, steps=8)
-    ap.add_argument("--batch-size", type=int, default=4, help="sequences per rank and step")
+    stack_report.add_args(ap, steps=8, batch_size=4, lr=3e-3)
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=3e-3)
     args = stack_report.parse(ap)
-    for name in ("batch_size", "seq", "vocab", "dim", "layers", "heads"):
+    for name in ("seq", "vocab", "dim", "layers", "heads"):
         if getattr(args, name) < 1:
             ap.error("--%s must be at least 1, not %d" % (name.replace("_", "-"), getattr(args, name)))
     if args.dim % args.heads:

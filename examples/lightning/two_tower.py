@@ -99,11 +99,9 @@ class Report(pl.Callback):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    stack_report.add_args(ap, steps=8)
+    stack_report.add_args(ap, steps=8, batch_size=64, lr=0.5)
     ap.add_argument("--devices", type=int, default=2, help="ranks (processes) Lightning starts")
-    ap.add_argument("--batch-size", type=int, default=64, help="per rank")
     ap.add_argument("--steps-per-epoch", type=int, default=4, help="--save-at must be a multiple of it")
-    ap.add_argument("--lr", type=float, default=0.5)
     args = stack_report.parse(ap)
     if args.devices < 1:
         ap.error("--devices must be at least 1, not %d" % args.devices)

@@ -103,10 +103,8 @@ def train_loop(config):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    stack_report.add_args(ap, steps=8)
+    stack_report.add_args(ap, steps=8, batch_size=16, lr=0.1)
     ap.add_argument("--workers", type=int, default=2, help="Ray Train workers (ranks)")
-    ap.add_argument("--batch-size", type=int, default=16, help="per worker")
-    ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--width", type=int, default=16, help="the first stage's channels (the others: 2x, 4x)")
     args = stack_report.parse(ap)
     if args.workers < 1 or args.width < 1:
@@ -123,19 +121,20 @@ def main():
     ray.init(num_cpus=args.workers + 1, include_dashboard=False, logging_level="WARNING",
              runtime_env={"worker_process_setup_hook": "weft._backend.register",  # <- weft in every worker
                           "env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
+    scratch = tempfile.TemporaryDirectory(prefix="ray-train-")  # Ray's run folder when nothing is kept
     try:
         trainer = TorchTrainer(
             train_loop, train_loop_config={"args": vars(args), "resume": resume},
             torch_config=TorchConfig(backend=args.backend),  # <- weft: TorchConfig(backend="weft")
             scaling_config=ScalingConfig(num_workers=args.workers, use_gpu=args.device == "cuda"),
-            run_config=RunConfig(storage_path=ckpt_dir or tempfile.mkdtemp(prefix="ray-train-"),
-                                 name="resume" if resume else "resnet"))
+            run_config=RunConfig(storage_path=ckpt_dir or scratch.name, name="resume" if resume else "resnet"))
         result = trainer.fit()
         if args.save_at:
             with open(os.path.join(ckpt_dir, "latest"), "w") as f:
                 f.write(result.checkpoint.path)
     finally:
         ray.shutdown()
+        scratch.cleanup()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ A loss pair agrees when |weft - gloo| <= rtol * |gloo| + atol; a parameter tenso
 is at most rtol times its largest magnitude plus atol (float32 sums in another order differ relative to the
 tensor's scale, not each element's).
 Exits 0 when all checks pass, 1 when one fails, 77 (a skip) naming what is missing when a --needs module
-cannot be imported or --needs-cuda finds no device. Prints one line per run with its step time and the
+cannot be imported or --needs-cuda finds fewer GPUs than ranks. Prints one line per run with its step time and the
 weft/gloo step-time ratio.
 """
 
@@ -39,17 +39,18 @@ def skip(reason):
     sys.exit(77)
 
 
-def check_needs(modules, cuda):
+def check_needs(modules, cuda, world):
+    if cuda:
+        import torch
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count < world:
+            skip("needs %d CUDA devices (one a rank), torch sees %d on this machine" % (world, count))
     for name in modules:
         try:
             importlib.import_module(name)
         except Exception as e:  # noqa: BLE001  any failure to import is a reason to skip, said as it was
             skip("%s is not importable by %s (%s: %s); tools/setup installs python/requirements-stacks.txt" %
                  (name, sys.executable, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
-    if cuda:
-        import torch
-        if not torch.cuda.is_available():
-            skip("needs a CUDA device: torch.cuda.is_available() is False on this machine")
 
 
 def launch(cmd, what, timeout_s, log_dir):
@@ -69,7 +70,7 @@ def launch(cmd, what, timeout_s, log_dir):
         with open(log) as f:
             tail = f.read()[-6000:]
         print("FAIL: the %s run (%s) exited %s; its output ends:\n%s" % (what, " ".join(cmd), rc, tail), flush=True)
-        sys.exit(1)
+        raise SystemExit(1)
     return wall
 
 
@@ -132,7 +133,7 @@ def main():
     ap.add_argument("--save-at", type=int, default=4, help="the checkpoint's step (0: no checkpoint check)")
     ap.add_argument("--sharded", action="store_true", help="also check each rank held about 1/N of the bytes")
     ap.add_argument("--needs", action="append", default=[], help="a module the example imports (else skip)")
-    ap.add_argument("--needs-cuda", action="store_true")
+    ap.add_argument("--needs-cuda", action="store_true", help="a GPU a rank (else skip)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds for each run")
     ap.add_argument("--keep", help="keep the reports and logs in this folder")
     ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the launch command of the example")
@@ -144,10 +145,17 @@ def main():
         ap.error("--world must be at least 1, not %d" % args.world)
     if not 0 <= args.save_at < args.steps:
         ap.error("--save-at must be in [0, --steps=%d), not %d" % (args.steps, args.save_at))
-    check_needs(args.needs, args.needs_cuda)
+    check_needs(args.needs, args.needs_cuda, args.world)
 
-    work = args.keep or tempfile.mkdtemp(prefix="weft-parity-")
-    os.makedirs(work, exist_ok=True)
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+        run_all(args, cmd, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="weft-parity-") as work:
+            run_all(args, cmd, work)
+
+
+def run_all(args, cmd, work):
     ckpt = os.path.join(work, "checkpoint")
     os.makedirs(ckpt, exist_ok=True)
     out = {name: os.path.join(work, name + ".json") for name in ("weft", "gloo", "resumed")}
