@@ -25,7 +25,10 @@ namespace {
 
 // Each rank's region: a page of control (its barrier flag, in a cache line
 // of its own but for the fingerprint of the call it is in, so polling peers
-// never contend with its data), then the staging buffers.
+// never contend with its data), then the staging buffers. The control
+// page's cache lines: 0 the flag and the call's fingerprint, 1 the ready
+// words, 2 the process id, 3 the progress the hang watch reads (hang.h),
+// 4 the count of peers sleeping on the flag (futex.h).
 constexpr size_t kPage = 4096;
 constexpr size_t kControl = kPage;
 // Chunks of a round start at multiples of this many elements, so the ranks
@@ -75,12 +78,12 @@ const uint32_t* FlagLow(void* region) {
          (std::endian::native == std::endian::little ? 0 : 1);
 }
 
-// How many peers sleep on this rank's flag, in its control page's fourth
+// How many peers sleep on this rank's flag, in its control page's fifth
 // cache line (written only by sleepers): the rank raising its flag makes the
 // wake-up system call only when someone sleeps, so kSpin and kYield, and
 // kBlock ranks that arrive together, pay for none.
 std::atomic_ref<uint32_t> SleepersWord(void* region) {
-  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(region) + 192));
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(region) + 256));
 }
 
 // Each rank's process id, in its control page's third cache line: a rank
