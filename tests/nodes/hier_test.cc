@@ -104,8 +104,8 @@ const Case kCases[] = {{DataType::kFloat32, RedOp::kSum}, {DataType::kFloat32, R
                        {DataType::kFloat64, RedOp::kMax}, {DataType::kBfloat16, RedOp::kSum},
                        {DataType::kFloat16, RedOp::kAvg}, {DataType::kInt32, RedOp::kProd},
                        {DataType::kInt32, RedOp::kAvg},   {DataType::kInt8, RedOp::kMin}};
-// One element, counts the node's ranks do not divide, and one past the
-// hierarchy's default threshold.
+// One element, counts the node's ranks do not divide, and one large enough
+// for the default table's hierarchy too.
 const size_t kCounts[] = {1, 3, 1001, (size_t{256} << 10) / 4 + 5};
 
 class Hier : public ::testing::Test {
