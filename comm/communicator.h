@@ -47,7 +47,7 @@ struct CommOptions {
   size_t segment_bytes = 0;  // 0: the backend's choice
   int cuda_device = -1;
   int bootstrap_timeout_ms = 0;  // resolved: > 0 after ResolveOptions
-  WaitPolicy wait = WaitPolicy::kDefault;  // resolved: never kDefault after ResolveOptions
+  WaitPolicy wait = WaitPolicy::kDefault;  // resolved from WEFT_WAIT; kDefault: the backend's choice
 };
 
 // Fills the zero fields of `o` from the environment (core/env.h).

@@ -74,7 +74,7 @@ Env Env::Parse() {
     if (strcasecmp(w, "spin") == 0) e.wait = WaitPolicy::kSpin;
     else if (strcasecmp(w, "yield") == 0) e.wait = WaitPolicy::kYield;
     else if (strcasecmp(w, "block") == 0) e.wait = WaitPolicy::kBlock;
-    else std::fprintf(stderr, "weft WARN: ignoring WEFT_WAIT=%s (expected spin, yield or block); using block\n", w);
+    else std::fprintf(stderr, "weft WARN: ignoring WEFT_WAIT=%s (expected spin, yield or block); using the default\n", w);
   }
   return e;
 }

@@ -33,8 +33,9 @@
 //                       to its trace file, >= 64 (100000)
 //   WEFT_FAULT          fault injection for testing (comm/fault.h); unset: none
 //   WEFT_WAIT           how the MPI and UCX backends wait for peers: block
-//                       (default: a short spin, then sleep), yield or spin
-//                       (see WaitPolicy)
+//                       (a short spin, then sleep), yield or spin (see
+//                       WaitPolicy); unset: block, or yield on a node with
+//                       more ranks than cores
 //
 // Explicit settings (weftConfig_t fields) win over these.
 #ifndef WEFT_CORE_ENV_H_
@@ -59,7 +60,8 @@ enum class LogLevel : int { kWarn = 0, kInfo = 1, kTrace = 2 };
 //           barriers: a futex the peer wakes) or in short naps (engines that
 //           cannot be woken): the core goes to whatever else the process
 //           runs, such as a training step's backward on the same cores.
-// kDefault resolves to WEFT_WAIT, else kBlock.
+// kDefault resolves to WEFT_WAIT, else to kBlock, or kYield where a node
+// holds more ranks than cores (sleeping there costs a time slice a wake).
 enum class WaitPolicy : int { kDefault = 0, kSpin = 1, kYield = 2, kBlock = 3 };
 inline constexpr int kNumWaitPolicies = 4;
 const char* Name(WaitPolicy w);
@@ -77,7 +79,7 @@ struct Env {
   int socket_family = 0;  // 0: any; else AF_INET or AF_INET6
   std::string trace_dir;   // empty: no tracing
   size_t trace_events = 100000;
-  WaitPolicy wait = WaitPolicy::kBlock;  // never kDefault
+  WaitPolicy wait = WaitPolicy::kDefault;  // kDefault: WEFT_WAIT unset
 
   // Parsed on first use; logged at INFO. Bad values are warned about and ignored.
   static const Env& Get();

@@ -35,7 +35,11 @@ thread_local bool making_hierarchy = false;
 
 P2pComm::P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning)
     : Communicator(rank, size, options), DirectReduce(this), tuning_(tuning),
-      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning.spin), watch_(rank, size), check_(CheckCalls()),
+      spin_(oversubscribed ? std::chrono::microseconds(0) : tuning.spin),
+      wait_(options.wait != WaitPolicy::kDefault ? options.wait
+            : oversubscribed                     ? WaitPolicy::kYield
+                                                 : WaitPolicy::kBlock),
+      watch_(rank, size), check_(CheckCalls()),
       sent_(static_cast<size_t>(size)), received_(static_cast<size_t>(size)) {}
 
 P2pComm::~P2pComm() {

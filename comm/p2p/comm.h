@@ -152,7 +152,7 @@ class P2pComm : public Communicator, public DirectReduce {
   size_t EagerBytes() const { return options().segment_bytes != 0 ? SegmentBytes() : tuning_.eager_message_bytes; }
   // How this rank waits: its timeout, abort, how long to spin, its hang
   // watch, its policy.
-  Patience Wait() const { return {rank(), options().timeout_ms, this, spin_, &watch_, options().wait}; }
+  Patience Wait() const { return {rank(), options().timeout_ms, this, spin_, &watch_, wait_}; }
   // Collective: fails (and breaks the communicator) unless every rank made
   // `call`: one barrier of the shared-memory rounds on one node, else an
   // all-gather of the calls in log2(N) steps. OK at once with one rank or
@@ -173,6 +173,10 @@ class P2pComm : public Communicator, public DirectReduce {
  private:
   const Tuning tuning_;
   const std::chrono::microseconds spin_;
+  // options().wait, or for kDefault kBlock, and kYield where this node's
+  // ranks outnumber its cores: a sleeping waiter there is woken a time slice
+  // late, and its peer needs the core a yield hands over.
+  const WaitPolicy wait_;
   absl::Status broken_;  // set once, by the collective that failed
   std::unique_ptr<NodeShm> shm_;  // null: point-to-point only
   // After shm_ (its board reads the segment), before outbox_ (whose thread waits with it).

@@ -20,7 +20,8 @@ extern "C" {
  *                  peer wakes the waiter (shared-memory rounds) or in short
  *                  naps: the core is free for the caller's other threads,
  *                  such as a training step's compute on the same cores.
- * weftWaitDefault: $WEFT_WAIT (spin, yield or block), else weftWaitBlock.
+ * weftWaitDefault: $WEFT_WAIT (spin, yield or block), else weftWaitBlock, or
+ *   weftWaitYield on a node that runs more ranks than it has cores.
  * The in-process backend and NCCL wait as they always do. */
 typedef enum {
   weftWaitDefault = 0,
@@ -43,7 +44,7 @@ typedef struct {
   int bootstrap_timeout_ms; /* how long forming a world may take (every rank arriving at the bootstrap root);
                                0: $WEFT_BOOTSTRAP_TIMEOUT_MS or 300000 */
   int reserved0;            /* 0; ignored (fills what would be padding) */
-  weftWaitPolicy_t wait;    /* how host backends wait for peers; weftWaitDefault: $WEFT_WAIT or weftWaitBlock */
+  weftWaitPolicy_t wait;    /* how host backends wait for peers; weftWaitDefault: see above */
   int reserved1;            /* 0; ignored (fills the tail: the next field makes the struct larger) */
 } weftConfig_t;
 

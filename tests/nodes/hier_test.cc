@@ -126,7 +126,9 @@ TEST_F(Hier, TheLaunchedWorldFindsItsNodes) {
   ASSERT_NE(nodes, nullptr) << "run under tests/nodes/cluster.py";
   EXPECT_EQ(world->topology().nodes(), std::atoi(nodes));
   const char* expect = std::getenv("WEFT_TEST_EXPECT_HIER");
-  if (expect != nullptr) EXPECT_EQ(world->hierarchy() != nullptr, std::atoi(expect) != 0);
+  if (expect != nullptr) {
+    EXPECT_EQ(world->hierarchy() != nullptr, std::atoi(expect) != 0);
+  }
   EXPECT_EQ(AsP2p(*w.flat)->hierarchy(), nullptr);
   EXPECT_NE(AsP2p(*w.hier)->hierarchy(), nullptr);
 }
