@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/check/memory.h"
 #include "core/status.h"
 
 namespace weft_check {
@@ -25,10 +26,11 @@ absl::Status Rank::Call(const std::string& what, const std::function<weftResult_
   const long long seq = ++seq_;
   if (hb_) hb_->Enter(seq, what);
   const weftResult_t r = call();
-  if (r != weftSuccess) {
-    const absl::Status s = WeftError(what, r);
+  // On CUDA memory a call returns once enqueued: it is complete when the device is done with it.
+  const absl::Status s = r != weftSuccess ? WeftError(what, r) : Finish(o_.memory, o_.timeout_ms);
+  if (!s.ok()) {
     if (hb_) hb_->SetState("failed: " + std::string(s.message()));
-    return s;
+    return r != weftSuccess ? s : absl::Status(s.code(), what + ": " + std::string(s.message()));
   }
   if (hb_) hb_->Complete(seq);
   return absl::OkStatus();
@@ -44,9 +46,13 @@ absl::StatusOr<std::vector<std::string>> Rank::Gather(weftComm_t comm, int n, co
     std::string send;
     for (int c = 0; c < kCopies; ++c) send += block;
     std::string recv(send.size() * n, '\0');
+    ASSIGN_OR_RETURN(const Buffer sent, Buffer::Make(o_.memory, send.size()));
+    ASSIGN_OR_RETURN(const Buffer got, Buffer::Make(o_.memory, recv.size()));
+    RETURN_IF_ERROR(sent.Upload(send.data()));
     RETURN_IF_ERROR(Call(what + " (" + name + ")", [&] {
-      return weftAllGather(send.data(), recv.data(), send.size(), weftUint8, comm, nullptr);
+      return weftAllGather(sent.data(), got.data(), send.size(), weftUint8, comm, nullptr);
     }));
+    RETURN_IF_ERROR(got.Download(recv.data()));
     std::vector<std::string> out(n, std::string(block.size(), '\0'));
     for (int r = 0; r < n; ++r) {
       const char* base = recv.data() + static_cast<size_t>(r) * send.size();
@@ -81,6 +87,7 @@ absl::Status Rank::Start(bool* made_dir) {
   if (o_.memory == weftMemoryCuda) {
     int device = -1;
     RETURN_IF_ERROR(WeftError("weftCommGetCudaDevice", weftCommGetCudaDevice(world_, &device)));
+    RETURN_IF_ERROR(UseDevice(device));  // this thread's buffers go where the communicator works
     me_.device = absl::StrFormat("cuda:%d", device);
   }
   // The directory: the operator's, or one rank 0 makes.

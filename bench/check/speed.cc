@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/check/memory.h"
 #include "bench/check/phases.h"
 #include "core/status.h"
 
@@ -117,7 +118,11 @@ absl::StatusOr<double> TakingTurns(Rank& r, int groups, int mine, const std::fun
 
 absl::StatusOr<double> TimeOn(Rank& r, weftComm_t comm, size_t bytes, int iters, const std::string& what) {
   const size_t count = std::max<size_t>(1, bytes / 4);
-  std::vector<float> send(count, 1.0f), recv(count);
+  const weftMemoryKind_t memory = r.options().memory;
+  const std::vector<float> ones(count, 1.0f);
+  ASSIGN_OR_RETURN(const Buffer send, Buffer::Make(memory, count * 4));
+  ASSIGN_OR_RETURN(const Buffer recv, Buffer::Make(memory, count * 4));
+  RETURN_IF_ERROR(send.Upload(ones.data()));
   std::vector<double> us;
   for (int it = 0; it <= iters; ++it) {
     const auto t0 = std::chrono::steady_clock::now();

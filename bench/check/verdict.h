@@ -9,8 +9,12 @@
 
 namespace weft_check {
 
-// Ranks whose output was wrong, or, when every rank's was, the rank whose
-// contribution every wrong element shares. Returns whether anything was wrong.
+// Ranks whose output was wrong where other ranks' outputs of the same check
+// were right, or, when in every check with wrong values every rank that got
+// an output got a wrong one, the rank whose contribution every wrong element
+// shares. (A reduce's or a gather's output is its root's: the roots of a
+// check's iterations are the ranks that got one.) Returns whether anything
+// was wrong.
 bool JudgeCorrectness(Report* r);
 // The slow ranks and links the pairs found, with their lines.
 void JudgeSpeed(Report* r);

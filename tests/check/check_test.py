@@ -13,6 +13,13 @@ MODE:
   mpi       4 ranks under mpiexec (the MPI backend, and UCX with --backend ucx):
             a fault of each kind, and none
   launched  4 ranks with torchrun's variables (UCX, no MPI): each fault but stop
+  matrix    4 in-process ranks, --plan matrix (every collective x dtype x op):
+            passes without a fault; flip at every rank in each of reduce,
+            gather, scatter, all_to_all and send_recv, and corrupt at every
+            rank in reduce, name that rank and nothing else
+  cuda      --memory cuda on one rank (NCCL): a build without CUDA refuses it
+            naming the option and why, then skips; a CUDA build skips where
+            the runtime finds no driver or device, and passes on a GPU
   schema    reports of a pass, a wrong value, a slow rank and a hang validate
             against the schema (needs jsonschema)
   plots     --plot writes non-empty PNGs (needs matplotlib)
@@ -38,8 +45,8 @@ def run(cmd, env_extra=None, timeout=120):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def check(args, fault, ranks=4, extra=(), launcher=(), expect=None, what=None):
-    """Runs weft-check with WEFT_FAULT=fault and returns its report."""
+def check(args, fault, ranks=4, extra=(), launcher=(), expect=None, what=None, inert=False):
+    """Runs weft-check with WEFT_FAULT=fault and returns its report (inert: a fault the run cannot see)."""
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "report.json")
         cmd = list(launcher) + [args.weft_check, "--json", out, "--timeout-ms", "1500"] + list(extra)
@@ -59,7 +66,7 @@ def check(args, fault, ranks=4, extra=(), launcher=(), expect=None, what=None):
         got = {k: report[k] for k in expect}
         if got != expect:
             failures.append(f"{label}: expected {expect}, got {got}\n" + "\n".join(report["summary"]))
-    if fault and report["result"] == "pass":
+    if fault and not inert and report["result"] == "pass":
         failures.append(f"{label}: passed with a fault injected")
     if fault and "fault injection is ON" not in p.stderr:
         failures.append(f"{label}: no warning on stderr")
@@ -112,6 +119,58 @@ def mode_bisect(args):
         bisected(args, f"delay:{r}:20", 4, r, "slow")
 
 
+def mode_matrix(args):
+    rep = check(args, None, extra=["--plan", "matrix"], expect={"result": "pass", **named()},
+                what="no fault, --plan matrix")
+    if rep is not None:
+        got = {(c["collective"], c["dtype"], c["op"]) for c in rep["correctness"]}
+        for coll in ("all_reduce", "reduce_scatter", "reduce"):
+            for dtype in ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64"):
+                for op in ("sum", "prod", "max", "min", "avg"):
+                    if (coll, dtype, op) not in got:
+                        failures.append(f"--plan matrix has no {coll} {dtype} {op}")
+        for coll in ("all_gather", "broadcast", "gather", "scatter", "all_to_all", "send_recv"):
+            if sum(1 for c in got if c[0] == coll) != 8:
+                failures.append(f"--plan matrix does not have {coll} in all 8 dtypes")
+    for coll in ("reduce", "gather", "scatter", "all_to_all", "send_recv"):
+        for r in range(4):
+            check(args, f"flip:{r}", extra=["--plan", "matrix", "--collectives", coll], expect=named(bad=[r]),
+                  what=f"flip:{r} in {coll}")
+    for r in range(4):
+        check(args, f"corrupt:{r}", extra=["--plan", "matrix", "--collectives", "reduce"], expect=named(bad=[r]),
+              what=f"corrupt:{r} in reduce")
+    # corrupt damages reductions only: the data movers stay right.
+    check(args, "corrupt:2", extra=["--collectives", "gather,scatter,all_to_all,send_recv"],
+          expect={"result": "pass", **named()}, what="corrupt:2 beside collectives that reduce nothing", inert=True)
+
+
+def mode_cuda(args):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "report.json")
+        p = run([args.weft_check, "--memory", "cuda", "--json", out, "--timeout-ms", "20000"], timeout=300)
+        if "built without CUDA" in p.stderr:
+            if p.returncode != 2 or "--memory cuda" not in p.stderr or os.path.exists(out):
+                failures.append(f"a build without CUDA: exit {p.returncode}, stderr {p.stderr!r}: not a refusal "
+                                "naming --memory cuda")
+            elif not failures:
+                print(f"skip: weft-check was built without CUDA and refuses --memory cuda as it should "
+                      f"({p.stderr.strip()}); the CUDA path needs a -Dcuda=enabled -Dnccl=enabled build and a GPU")
+                sys.exit(SKIP)
+            return
+        if "no usable CUDA device" in p.stderr and p.returncode == 2:
+            print(f"skip: {p.stderr.strip()}")
+            sys.exit(SKIP)
+        if p.returncode != 0 or not os.path.exists(out):
+            failures.append(f"--memory cuda on one rank: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+            return
+        with open(out) as f:
+            rep = json.load(f)
+        if rep["result"] != "pass" or rep["memory"] != "cuda" or rep["backend"] != "nccl" or \
+                not rep["ranks"][0]["device"].startswith("cuda:"):
+            failures.append(f"--memory cuda: {rep['result']}, memory {rep['memory']}, backend {rep['backend']}, "
+                            f"device {rep['ranks'][0]['device']}\n" + "\n".join(rep["summary"]))
+
+
 def mode_mpi(args):
     if not args.mpiexec:
         sys.exit(SKIP)
@@ -147,8 +206,9 @@ def mode_schema(args):
     with open(args.schema) as f:
         schema = json.load(f)
     jsonschema.Draft202012Validator.check_schema(schema)
-    for fault, n in ((None, 4), ("corrupt:1", 4), ("delay:2:20", 3), ("stop:1:20", 4), (None, 2), (None, 1)):
-        rep = check(args, fault, ranks=n)
+    for fault, n, plan in ((None, 4, "quick"), ("corrupt:1", 4, "quick"), ("delay:2:20", 3, "quick"),
+                           ("stop:1:20", 4, "quick"), (None, 2, "quick"), (None, 1, "quick"), ("flip:3", 4, "matrix")):
+        rep = check(args, fault, ranks=n, extra=["--plan", plan])
         if rep is None:
             continue
         try:
@@ -196,6 +256,7 @@ def mode_errors(args):
             failures.append(f"WEFT_FAULT={value}: exit {p.returncode}, stderr {p.stderr!r}: not an init error "
                             "naming the value")
     for flags, word in ((["--plan", "slow"], "slow"), (["--memory", "gpu"], "gpu"), (["--ranks", "0"], "0"),
+                        (["--collectives", "all_reduce,allreduce"], "allreduce"),
                         (["--slow-ratio", "0.5"], "0.5"), (["--bogus", "1"], "--bogus")):
         p = run([args.weft_check] + flags)
         if p.returncode != 2 or word not in p.stderr:
