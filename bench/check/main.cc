@@ -226,10 +226,10 @@ int Main(int argc, char** argv) {
     Report& rep = reports[i];
     if (!status[i].ok()) {
       rep.errors.push_back(std::string(status[i].message()));
-      if (!r.heartbeat_dir().empty() && r.heartbeat() != nullptr) {
+      if (r.heartbeat() != nullptr) {
         // Let every rank's heartbeat thread write its last state.
         std::this_thread::sleep_for(std::chrono::milliseconds(5 * Heartbeat::kPeriodMs));
-        JudgeHang(r.heartbeat_dir(), &rep);
+        JudgeHang(r.Beats(), r.heartbeat_channel(), &rep);
       }
     }
     const int c = Conclude(o, rep);

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/check/beat_channel.h"
 #include "bench/check/memory.h"
 #include "core/status.h"
 
@@ -34,6 +35,10 @@ absl::Status Rank::Call(const std::string& what, const std::function<weftResult_
   }
   if (hb_) hb_->Complete(seq);
   return absl::OkStatus();
+}
+
+std::vector<Beat> Rank::Beats() const {
+  return server_ != nullptr ? server_->Beats(nranks_) : ReadBeats(dir_, nranks_);
 }
 
 absl::StatusOr<std::vector<std::string>> Rank::Gather(weftComm_t comm, int n, const std::string& mine,
@@ -90,21 +95,7 @@ absl::Status Rank::Start(bool* made_dir) {
     RETURN_IF_ERROR(UseDevice(device));  // this thread's buffers go where the communicator works
     me_.device = absl::StrFormat("cuda:%d", device);
   }
-  // The directory: the operator's, or one rank 0 makes.
-  std::string dir = o_.heartbeat_dir;
-  if (dir.empty() && rank_ == 0) {
-    char tmpl[] = "/tmp/weft-check-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      return weft::SystemError("cannot make a heartbeat directory under /tmp: %s (pass --heartbeat DIR)",
-                               std::strerror(errno));
-    }
-    dir = tmpl;
-    *made_dir = true;
-  }
-  // Agreed on before the heartbeat runs: this first call goes unrecorded.
-  ASSIGN_OR_RETURN(std::vector<std::string> dirs, Gather(dir, "agreeing on the heartbeat directory"));
-  dir_ = dirs[0];
-  ASSIGN_OR_RETURN(hb_, Heartbeat::Start(dir_, rank_, me_.node, me_.device));
+  // Who is where, before the heartbeat runs: these first calls go unrecorded.
   me_.cores = static_cast<int>(std::thread::hardware_concurrency());
   ASSIGN_OR_RETURN(std::vector<std::string> ids,
                    Gather(absl::StrFormat("%s\t%s\t%d", me_.node, me_.device, me_.cores), "identities"));
@@ -118,6 +109,43 @@ absl::Status Rank::Start(bool* made_dir) {
     id.device = f.size() > 1 ? f[1] : "";
     if (f.size() < 3 || !absl::SimpleAtoi(f[2], &id.cores)) id.cores = 0;
     if (++per_node[id.node] > id.cores) oversubscribed_ = true;
+  }
+  // Where the heartbeat goes: the operator's directory; on one node one rank
+  // 0 makes under /tmp; across nodes rank 0's TCP listener.
+  std::string where = o_.heartbeat_dir;
+  absl::Status failed;  // rank 0's, told to every rank as an empty `where`
+  if (where.empty() && rank_ == 0) {
+    if (per_node.size() > 1) {
+      absl::StatusOr<std::unique_ptr<BeatServer>> server = BeatServer::Start();
+      if (server.ok()) {
+        server_ = std::move(*server);
+        where = server_->address();
+      } else {
+        failed = server.status();
+      }
+    } else {
+      char tmpl[] = "/tmp/weft-check-XXXXXX";
+      if (mkdtemp(tmpl) != nullptr) {
+        where = tmpl;
+        *made_dir = true;
+      } else {
+        failed = weft::SystemError("cannot make a heartbeat directory under /tmp: %s (pass --heartbeat DIR)",
+                                   std::strerror(errno));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> got, Gather(where, "agreeing on the heartbeat"));
+  if (got[0].empty()) {
+    return !failed.ok() ? failed : weft::RemoteError("rank 0 could not set up the heartbeat (its error says why)");
+  }
+  if (IsBeatAddress(got[0])) {
+    channel_ = got[0];
+    ASSIGN_OR_RETURN(std::unique_ptr<BeatLink> link, BeatLink::Connect(channel_, o_.timeout_ms));
+    ASSIGN_OR_RETURN(hb_, Heartbeat::Start(std::move(link), rank_, me_.node, me_.device));
+  } else {
+    dir_ = got[0];
+    channel_ = dir_;
+    ASSIGN_OR_RETURN(hb_, Heartbeat::Start(dir_, rank_, me_.node, me_.device));
   }
   return absl::OkStatus();
 }

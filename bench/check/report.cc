@@ -202,9 +202,9 @@ absl::Status WriteJson(const std::string& path, const Report& r) {
                                   Quote(b.state)));
     }
     j += absl::StrFormat("  \"hang\": {\n    \"sequence\": %d,\n    \"call\": %s,\n    \"never_joined\": %s,\n"
-                         "    \"no_heartbeat\": %s,\n    \"ranks\": [\n%s\n    ]\n  },\n",
+                         "    \"no_heartbeat\": %s,\n    \"heartbeat\": %s,\n    \"ranks\": [\n%s\n    ]\n  },\n",
                          r.hang.sequence, Quote(r.hang.call), Ints(r.hang.never_joined), Ints(r.hang.no_heartbeat),
-                         absl::StrJoin(v, ",\n"));
+                         Quote(r.hang.channel), absl::StrJoin(v, ",\n"));
   } else {
     j += "  \"hang\": null,\n";
   }

@@ -62,6 +62,7 @@ struct Hang {
   std::vector<int> never_joined;
   std::vector<int> no_heartbeat;
   std::vector<Beat> beats;
+  std::string channel;  // where the beats came from: a directory, or "tcp:..." (rank 0's listener)
 };
 
 struct Report {

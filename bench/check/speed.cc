@@ -203,6 +203,13 @@ absl::Status RunPairs(Rank& r, Report* out) {
     }
     if (!Judge(all, n, k, out)) break;
   }
+  // A link is judged against the links of its kind: a pair across nodes
+  // (the network) against the median pair across nodes, one within a node
+  // (shared memory) against the median within a node. Otherwise every
+  // link between nodes would be "slow" beside the ones inside a node.
+  const std::vector<Identity>& who = r.everyone();
+  const auto across = [&](int a, int b) { return who.size() == static_cast<size_t>(n) && who[a].node != who[b].node; };
+  std::vector<double> kind[2];
   for (size_t i = 0; i < k; ++i) {
     for (const auto& [a, b] : pairings[i].pairs) {
       PairRow row;
@@ -210,9 +217,16 @@ absl::Status RunPairs(Rank& r, Report* out) {
       row.a = a;
       row.b = b;
       row.time_us = std::max(all[a * k + i], all[b * k + i]);
-      row.slow = Slow(*out, row.time_us);
-      if (row.slow && !Has(out->slow_ranks, a) && !Has(out->slow_ranks, b)) out->bad_links.push_back({a, b});
+      kind[across(a, b)].push_back(row.time_us);
       out->pairs.push_back(row);
+    }
+  }
+  const double median[2] = {kind[0].empty() ? 0 : Median(kind[0]), kind[1].empty() ? 0 : Median(kind[1])};
+  for (PairRow& row : out->pairs) {
+    const double m = median[across(row.a, row.b)];
+    row.slow = row.time_us > m * out->slow_ratio && row.time_us - m > out->slow_floor_us;
+    if (row.slow && !Has(out->slow_ranks, row.a) && !Has(out->slow_ranks, row.b)) {
+      out->bad_links.push_back({row.a, row.b});
     }
   }
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/check/beat_channel.h"
 
 namespace weft_check {
 
@@ -118,10 +119,11 @@ void JudgeBisection(Report* r) {
   }
 }
 
-void JudgeHang(const std::string& dir, Report* r) {
+void JudgeHang(const std::vector<Beat>& beats, const std::string& channel, Report* r) {
   Hang& h = r->hang;
   h.found = true;
-  h.beats = ReadBeats(dir, r->nranks);
+  h.beats = beats;
+  h.channel = channel;
   h.sequence = -1;
   for (const Beat& b : h.beats) {
     if (!b.found) {
@@ -143,8 +145,9 @@ void JudgeHang(const std::string& dir, Report* r) {
                                      b.last.empty() ? "none" : b.last));
   }
   for (int q : h.no_heartbeat) {
-    r->why.push_back(absl::StrFormat("hung: rank %d left no heartbeat in %s (is --heartbeat on a filesystem every "
-                                     "node shares?)", q, dir));
+    r->why.push_back(absl::StrFormat("hung: rank %d left no heartbeat in %s%s", q, channel,
+                                     IsBeatAddress(channel) ? " (can every node reach rank 0 over TCP?)"
+                                                            : " (is --heartbeat on a filesystem every node shares?)"));
   }
 }
 

@@ -4,6 +4,7 @@
 #define WEFT_BENCH_CHECK_VERDICT_H_
 
 #include <string>
+#include <vector>
 
 #include "bench/check/report.h"
 
@@ -21,9 +22,10 @@ void JudgeSpeed(Report* r);
 // What bisection adds: the isolated ranks where the direct attribution
 // named none, and the links it found.
 void JudgeBisection(Report* r);
-// After a call failed or timed out: the ranks' heartbeats in `dir` say
-// which call hung, who never joined it and what each completed last.
-void JudgeHang(const std::string& dir, Report* r);
+// After a call failed or timed out: the ranks' heartbeats (`beats`, read
+// from `channel`: a directory or rank 0's TCP listener) say which call hung,
+// who never joined it and what each completed last.
+void JudgeHang(const std::vector<Beat>& beats, const std::string& channel, Report* r);
 
 }  // namespace weft_check
 

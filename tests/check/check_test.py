@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """weft-check's tests: each injected fault is named and nothing else is.
 
-  check_test.py WEFT_CHECK MODE [--mpiexec PATH] [--launch LAUNCH_PY] [--schema FILE]
+  check_test.py WEFT_CHECK MODE [--mpiexec PATH] [--launch LAUNCH_PY] [--cluster CLUSTER_PY]
+                [--schema FILE]
 
 MODE:
   faults    4 in-process ranks: corrupt and flip at every rank, delay and stop
@@ -20,6 +21,11 @@ MODE:
   cuda      --memory cuda on one rank (NCCL): a build without CUDA refuses it
             naming the option and why, then skips; a CUDA build skips where
             the runtime finds no driver or device, and passes on a GPU
+  nodes     2 namespaced nodes x 2 ranks (tests/nodes/cluster.py: no shared
+            /dev/shm, other host names): a pass, a corrupt rank, and stop at a
+            rank of each node, whose hang report names it as never joined
+            with every rank's last completed call, read over rank 0's TCP
+            heartbeat
   schema    reports of a pass, a wrong value, a slow rank and a hang validate
             against the schema (needs jsonschema)
   plots     --plot writes non-empty PNGs (needs matplotlib)
@@ -197,6 +203,36 @@ def mode_launched(args):
     check(args, "delay:1:20", launcher=launcher, expect=named(slow=[1]), what="delay:1:20, torchrun-style")
 
 
+def mode_nodes(args):
+    if not args.cluster:
+        sys.exit(SKIP)
+    cluster = [sys.executable, args.cluster, "--nodes", "2", "--per-node", "2", "--timeout", "120", "--"]
+    probe = run(cluster + ["true"], timeout=150)
+    if probe.returncode == SKIP:
+        print(f"skip: {probe.stdout.strip()} {probe.stderr.strip()}")
+        sys.exit(SKIP)
+    extra = ["--timeout-ms", "3000"]
+    rep = check(args, None, launcher=cluster, extra=extra, expect={"result": "pass", **named()},
+                what="no fault, 2 nodes x 2 ranks")
+    if rep is not None and len({r["node"] for r in rep["ranks"]}) != 2:
+        failures.append(f"2 nodes x 2 ranks: the report sees nodes {[r['node'] for r in rep['ranks']]}")
+    check(args, "corrupt:2", launcher=cluster, extra=extra, expect=named(bad=[2]), what="corrupt:2, 2 nodes")
+    for r, n in ((3, 30), (0, 24)):
+        rep = check(args, f"stop:{r}:{n}", launcher=cluster, extra=extra, expect=named(bad=[r]),
+                    what=f"stop:{r}:{n}, 2 nodes")
+        if rep is None:
+            continue
+        h = rep["hang"]
+        if h is None or h["never_joined"] != [r] or h["no_heartbeat"] or not h["heartbeat"].startswith("tcp:"):
+            failures.append(f"stop:{r}:{n} across nodes: hang section {h}")
+            continue
+        # Every rank's last completed call is known; the stopped rank's is its N-th.
+        last = {b["rank"]: b["last_completed"] for b in h["ranks"]}
+        if sorted(last) != [0, 1, 2, 3] or any(not b["heartbeat"] for b in h["ranks"]) or \
+                any(v != last[r] + 1 for q, v in last.items() if q != r):
+            failures.append(f"stop:{r}:{n} across nodes: last completed calls {last}")
+
+
 def mode_schema(args):
     try:
         import jsonschema
@@ -270,6 +306,7 @@ def main():
     p.add_argument("--mpiexec")
     p.add_argument("--launch")
     p.add_argument("--schema")
+    p.add_argument("--cluster")
     p.add_argument("--backends", default="mpi,ucx", help="mpi: the backends to run under mpiexec")
     args = p.parse_args()
     globals()["mode_" + args.mode](args)
