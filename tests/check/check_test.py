@@ -29,7 +29,8 @@ MODE:
   schema    reports of a pass, a wrong value, a slow rank and a hang validate
             against the schema (needs jsonschema)
   plots     --plot writes non-empty PNGs (needs matplotlib)
-  errors    a bad WEFT_FAULT or flag is an error naming the value, exit 2
+  errors    a bad WEFT_FAULT or flag is an error naming the value, exit 2; a
+            build without CUDA refuses --memory cuda saying why
 
 Exits 77 (skip) with the reason when something a mode needs is missing.
 """
@@ -291,6 +292,13 @@ def mode_errors(args):
         if p.returncode != 2 or value not in p.stderr or "WEFT_FAULT" not in p.stderr:
             failures.append(f"WEFT_FAULT={value}: exit {p.returncode}, stderr {p.stderr!r}: not an init error "
                             "naming the value")
+    # A build without CUDA refuses --memory cuda, naming the option and why (a CUDA build: mode cuda).
+    p = run([args.weft_check, "--memory", "cuda"])
+    refused = p.returncode == 2 and "--memory cuda" in p.stderr and \
+        ("built without CUDA" in p.stderr or "no usable CUDA device" in p.stderr)
+    if not refused and p.returncode != 0:  # 0: a CUDA build on a GPU ran it
+        failures.append(f"--memory cuda: exit {p.returncode}, stderr {p.stderr!r}: neither a run nor a refusal "
+                        "naming the option and why")
     for flags, word in ((["--plan", "slow"], "slow"), (["--memory", "gpu"], "gpu"), (["--ranks", "0"], "0"),
                         (["--collectives", "all_reduce,allreduce"], "allreduce"),
                         (["--slow-ratio", "0.5"], "0.5"), (["--bogus", "1"], "--bogus")):
