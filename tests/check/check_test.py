@@ -12,7 +12,8 @@ MODE:
             this machine), flip and delay at every position of 4: bisection
             isolates the rank in log2(n) levels
   mpi       4 ranks under mpiexec (the MPI backend, and UCX with --backend ucx):
-            a fault of each kind, and none
+            a fault of each kind, and none; --plan matrix without a fault,
+            and flip in reduce, gather, scatter, all_to_all and send_recv
   launched  4 ranks with torchrun's variables (UCX, no MPI): each fault but stop
   matrix    4 in-process ranks, --plan matrix (every collective x dtype x op):
             passes without a fault; flip at every rank in each of reduce,
@@ -189,6 +190,10 @@ def mode_mpi(args):
         check(args, "corrupt:1", extra=backend, launcher=mpi, expect=named(bad=[1]), what=f"corrupt:1, {tag}")
         check(args, "flip:2", extra=backend, launcher=mpi, expect=named(bad=[2]), what=f"flip:2, {tag}")
         check(args, "delay:3:20", extra=backend, launcher=mpi, expect=named(slow=[3]), what=f"delay:3:20, {tag}")
+        check(args, None, extra=backend + ["--plan", "matrix"], launcher=mpi, expect={"result": "pass", **named()},
+              what=f"no fault, --plan matrix, {tag}")
+        check(args, "flip:1", extra=backend + ["--collectives", "reduce,gather,scatter,all_to_all,send_recv"],
+              launcher=mpi, expect=named(bad=[1]), what=f"flip:1 in the rooted and personalised collectives, {tag}")
         rep = check(args, "stop:0:30", extra=backend, launcher=mpi, expect=named(bad=[0]), what=f"stop:0:30, {tag}")
         if rep is not None and (rep["hang"] is None or rep["hang"]["never_joined"] != [0]):
             failures.append(f"stop:0:30 under mpiexec, {tag}: hang section {rep['hang']}")
