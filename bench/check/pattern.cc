@@ -183,8 +183,9 @@ uint64_t Pattern::Mask(size_t element, int iter) const {
   return Mix(seed_ ^ Mix(static_cast<uint64_t>(element) * 1315423911u + static_cast<uint64_t>(iter)));
 }
 
-double Pattern::Value(int rank, size_t element, int iter) const {
-  const uint64_t m = Mask(element, iter);
+double Pattern::Value(int rank, size_t element, int iter) const { return ValueOf(rank, Mask(element, iter)); }
+
+double Pattern::ValueOf(int rank, uint64_t m) const {
   if (range_ > 0) {  // max, min, the data movers
     const uint64_t v = Mix(m ^ (static_cast<uint64_t>(rank) * 0x9e3779b97f4a7c15ull));
     return static_cast<double>(v % static_cast<uint64_t>(range_));
@@ -225,9 +226,10 @@ void Pattern::Fill(void* send, int rank, int iter) const {
 double Pattern::Expected(int rank, size_t j, int iter) const {
   if (!Reduces(k_.coll)) return Value(Sender(rank, j, iter), Source(rank, j), iter);
   const size_t e = k_.coll == Coll::kReduceScatter ? static_cast<size_t>(rank) * count_ + j : j;
-  double acc = Value(0, e, iter);
+  const uint64_t m = Mask(e, iter);  // once: every rank's value comes from it
+  double acc = ValueOf(0, m);
   for (int r = 1; r < nranks_; ++r) {
-    const double v = Value(r, e, iter);
+    const double v = ValueOf(r, m);
     switch (k_.op) {
       case weftProd: acc *= v; break;
       case weftMax: acc = std::max(acc, v); break;

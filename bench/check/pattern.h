@@ -90,6 +90,7 @@ class Pattern {
 
  private:
   double Value(int rank, size_t element, int iter) const;  // rank's input at logical element
+  double ValueOf(int rank, uint64_t mask) const;           // ... given that element's mask
   double Expected(int rank, size_t j, int iter) const;     // recv element j of `rank`
   bool Contributes(int r, int rank, size_t j, int iter) const;
   uint64_t Mask(size_t element, int iter) const;
