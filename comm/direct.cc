@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/arguments.h"
+#include "comm/fault.h"
 #include "core/memory.h"
 #include "core/status.h"
 #include "core/trace.h"
@@ -104,9 +105,10 @@ absl::Status DirectReduce::AllReducePieces(const PieceList& pieces, RedOp op, vo
     for (const Piece& p : pieces.pieces()) total += p.count;
     trace::NoteCall(total, static_cast<int>(t), static_cast<int>(op));
   }
-  return self_.Issue("all_reduce_pieces", stream, [this, list = pieces.list_, t, op] {
-    return DoAllReducePieces(*list, t, op);
-  });
+  return self_.Issue("all_reduce_pieces", stream, fault::HookPieces(self_, pieces.list_, t, [this, t, op](
+                                                                     const std::vector<Piece>& list) {
+    return DoAllReducePieces(list, t, op);
+  }));
 }
 
 absl::Status DirectReduce::DoAllReducePieces(const std::vector<Piece>&, DataType, RedOp) {

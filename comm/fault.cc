@@ -1,5 +1,6 @@
 #include "comm/fault.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -207,42 +208,103 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> AtInit(
   return comms;
 }
 
+namespace {
+
+// The faulty rank's call: delay and stop act here, on every kind of call;
+// `run(n)` is the op (the n-th call) with the damage its kind of call takes.
+absl::Status Faulty(Communicator& c, const Spec& s, const Lineage& l,
+                    const std::function<absl::Status(long long)>& run) {
+  // The calls this rank has begun, this one included.
+  const long long n = l.calls->fetch_add(1, std::memory_order_relaxed) + 1;
+  switch (s.kind) {
+    case Kind::kDelay:
+      std::this_thread::sleep_for(std::chrono::milliseconds(s.delay_ms));
+      return run(n);
+    case Kind::kStop: {
+      if (n < s.after) return run(n);
+      if (n == s.after) {
+        RETURN_IF_ERROR(run(n));  // the N-th: taken part in, then wedged
+        return Park(c, s, l.world_rank);
+      }
+      // stop:R:0 wedges in its first call without taking part.
+      return s.after == 0 && n == 1 ? Park(c, s, l.world_rank) : Stopped(s, l.world_rank);
+    }
+    default: return run(n);
+  }
+}
+
+}  // namespace
+
 std::function<absl::Status()> Arm(Communicator& c, const Call& call, Op op) {
   const Spec& s = *EnvSpec();
   const Lineage l = Find(c);
   if (l.world_rank != s.rank) return [op = std::move(op), send = call.send] { return op(send); };
   return [&c, &s, l, call, op = std::move(op)]() -> absl::Status {
-    // The calls this rank has begun, this one included.
-    const long long n = l.calls->fetch_add(1, std::memory_order_relaxed) + 1;
-    switch (s.kind) {
-      case Kind::kDelay:
-        std::this_thread::sleep_for(std::chrono::milliseconds(s.delay_ms));
-        return op(call.send);
-      case Kind::kStop: {
-        if (n < s.after) return op(call.send);
-        if (n == s.after) {
-          RETURN_IF_ERROR(op(call.send));  // the N-th: taken part in, then wedged
-          return Park(c, s, l.world_rank);
-        }
-        // stop:R:0 wedges in its first call without taking part.
-        return s.after == 0 && n == 1 ? Park(c, s, l.world_rank) : Stopped(s, l.world_rank);
-      }
-      case Kind::kCorrupt: {
-        if (!call.reduces || call.send_bytes == 0) return op(call.send);
+    return Faulty(c, s, l, [&](long long n) -> absl::Status {
+      if (s.kind == Kind::kCorrupt && call.reduces && call.send_bytes > 0) {
         std::vector<unsigned char> damaged(static_cast<const unsigned char*>(call.send),
                                            static_cast<const unsigned char*>(call.send) + call.send_bytes);
         Damage(damaged.data(), damaged.size(), call.dtype);
         return op(damaged.data());
       }
-      case Kind::kFlip: {
-        RETURN_IF_ERROR(op(call.send));
-        if (call.recv != nullptr) Flip(call.recv, call.recv_bytes, call.dtype, n);
-        return absl::OkStatus();
-      }
-      case Kind::kNone: break;
-    }
-    return op(call.send);
+      RETURN_IF_ERROR(op(call.send));
+      if (s.kind == Kind::kFlip && call.recv != nullptr) Flip(call.recv, call.recv_bytes, call.dtype, n);
+      return absl::OkStatus();
+    });
   };
+}
+
+std::function<absl::Status()> ArmPieces(Communicator& c, std::shared_ptr<const std::vector<Piece>> pieces, DataType t,
+                                        PiecesOp op) {
+  const Spec& s = *EnvSpec();
+  const Lineage l = Find(c);
+  if (l.world_rank != s.rank) return [op = std::move(op), pieces = std::move(pieces)] { return op(*pieces); };
+  return [&c, &s, l, t, pieces = std::move(pieces), op = std::move(op)]() -> absl::Status {
+    return Faulty(c, s, l, [&](long long n) -> absl::Status {
+      const size_t es = ElementSize(t);
+      if (s.kind == Kind::kCorrupt) {
+        // Each piece reads a damaged copy of its send and still writes its recv.
+        std::vector<std::vector<unsigned char>> copies;
+        std::vector<Piece> damaged = *pieces;
+        copies.reserve(damaged.size());
+        for (Piece& p : damaged) {
+          const auto* from = static_cast<const unsigned char*>(p.send);
+          copies.emplace_back(from, from + p.count * es);
+          Damage(copies.back().data(), copies.back().size(), t);
+          p.send = copies.back().data();
+        }
+        return op(damaged);
+      }
+      RETURN_IF_ERROR(op(*pieces));
+      if (s.kind != Kind::kFlip) return absl::OkStatus();
+      size_t total = 0;
+      for (const Piece& p : *pieces) total += p.count;
+      if (total == 0) return absl::OkStatus();
+      // The element Flip would choose in the pieces laid end to end.
+      size_t i = static_cast<size_t>(static_cast<uint64_t>(n) * 2654435761u % total);
+      for (const Piece& p : *pieces) {
+        if (i < p.count) {
+          Flip(static_cast<unsigned char*>(p.recv) + i * es, es, t, 0);
+          break;
+        }
+        i -= p.count;
+      }
+      return absl::OkStatus();
+    });
+  };
+}
+
+size_t ReadyOffer(const Communicator& c, const std::vector<Piece>& parts, size_t reduced, size_t offer, size_t upto,
+                  DataType t) {
+  if (!Armed()) return offer;
+  const Spec& s = *EnvSpec();
+  if (s.kind != Kind::kCorrupt || Find(c).world_rank != s.rank || upto <= reduced) return offer;
+  const size_t es = ElementSize(t);
+  for (const Piece& p : parts) {  // back to back from offset 0
+    const size_t from = std::max(reduced, p.offset), to = std::min(upto, p.offset + p.count);
+    if (from < to) Damage(static_cast<unsigned char*>(p.recv) + (from - p.offset) * es, (to - from) * es, t);
+  }
+  return upto;
 }
 
 void Inherit(const Communicator& parent, const Communicator* child) {

@@ -21,9 +21,16 @@
 // R is a rank of the world the process joined (weftCommInitWorld, InitRank,
 // InitStore, InitInProcess); communicators split off it keep their ranks'
 // world ranks, so a split that leaves R out is healthy. "Collectives" are
-// all_reduce, reduce_scatter, all_gather, broadcast, reduce and barrier; a
-// rank counts those of its world and every split of it together. corrupt and
-// flip act on host memory only.
+// every call a rank makes at a checked entry point: all_reduce,
+// reduce_scatter, all_gather, broadcast, reduce, gather, scatter,
+// all_to_all(v), barrier, send, recv, and the direct-buffer reductions
+// all_reduce_pieces and all_reduce_ready (comm/direct.h); a rank counts those
+// of its world and every split of it together, a send and a recv as one each.
+// corrupt damages what the reductions read (all_reduce_ready: exactly the
+// part the call must reach, which the faulty rank then offers alone, so that
+// the part reduced is the part damaged); flip acts on what a call writes on
+// the rank (a gather's or reduce's root only). corrupt and flip act on host
+// memory only.
 //
 // Inert unless set: the entry points pay one relaxed load (Armed). Loud when
 // set: every rank warns on stderr at init. A value that does not parse, or a
@@ -42,6 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "comm/direct.h"
 #include "core/dtype.h"
 
 namespace weft {
@@ -94,6 +102,26 @@ std::function<absl::Status()> Hook(Communicator& c, const Call& call, F op) {
   if (!Armed()) return [op = std::move(op), send = call.send] { return op(send); };
   return Arm(c, call, Op(std::move(op)));
 }
+
+// AllReducePieces' op, which reads `pieces` (their sends) and writes them
+// (their recvs): corrupt gives it copies of the sends, flip one element of
+// one piece's recv.
+using PiecesOp = std::function<absl::Status(const std::vector<Piece>& pieces)>;
+std::function<absl::Status()> ArmPieces(Communicator& c, std::shared_ptr<const std::vector<Piece>> pieces,
+                                        DataType t, PiecesOp op);
+template <typename F>
+std::function<absl::Status()> HookPieces(Communicator& c, std::shared_ptr<const std::vector<Piece>> pieces,
+                                         DataType t, F op) {
+  if (!Armed()) return [op = std::move(op), pieces = std::move(pieces)] { return op(*pieces); };
+  return ArmPieces(c, std::move(pieces), t, PiecesOp(std::move(op)));
+}
+
+// AllReduceReady's offer, once its call runs (the part [reduced, upto) of
+// `parts` is what every rank reduces at least): `offer` unless corrupt is
+// this rank's, which damages [reduced, upto) in place (the call overwrites
+// it with the result) and offers only `upto`.
+size_t ReadyOffer(const Communicator& c, const std::vector<Piece>& parts, size_t reduced, size_t offer, size_t upto,
+                  DataType t);
 
 // Split: `child` belongs to the same world rank as `parent`.
 void Inherit(const Communicator& parent, const Communicator* child);

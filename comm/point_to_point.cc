@@ -29,7 +29,9 @@ absl::Status Communicator::Send(const void* send, size_t count, DataType t, int 
   RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *bytes), "send"));
   if (count == 0) return absl::OkStatus();  // moves nothing and matches nothing, as in NCCL
   trace::NoteCall(count, static_cast<int>(t), -1, peer);
-  return Issue("send", stream, [=, this] { return DoSend(send, count, t, peer, stream); }, /*eager=*/true);
+  return Issue("send", stream, fault::Hook(*this, {send, *bytes, nullptr, 0, t, false}, [=, this](const void* s) {
+    return DoSend(s, count, t, peer, stream);
+  }), /*eager=*/true);
 }
 
 absl::Status Communicator::Recv(void* recv, size_t count, DataType t, int peer, void* stream) {
@@ -40,7 +42,9 @@ absl::Status Communicator::Recv(void* recv, size_t count, DataType t, int peer, 
   RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *bytes), "recv"));
   if (count == 0) return absl::OkStatus();
   trace::NoteCall(count, static_cast<int>(t), -1, peer);
-  return Issue("recv", stream, [=, this] { return DoRecv(recv, count, t, peer, stream); });
+  return Issue("recv", stream, fault::Hook(*this, {nullptr, 0, recv, *bytes, t, false}, [=, this](const void*) {
+    return DoRecv(recv, count, t, peer, stream);
+  }));
 }
 
 absl::Status Communicator::Reduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
@@ -80,7 +84,10 @@ absl::Status Communicator::Gather(const void* send, void* recv, size_t sendcount
     }
   }
   trace::NoteCall(sendcount, static_cast<int>(t), -1, root);
-  return Issue("gather", stream, [=, this] { return DoGather(send, recv, sendcount, t, root, stream); });
+  const fault::Call call{send, block, recv, rank_ == root ? *total : 0, t, false};
+  return Issue("gather", stream, fault::Hook(*this, call, [=, this](const void* s) {
+    return DoGather(s, recv, sendcount, t, root, stream);
+  }));
 }
 
 absl::Status Communicator::Scatter(const void* send, void* recv, size_t recvcount, DataType t, int root,
@@ -100,7 +107,10 @@ absl::Status Communicator::Scatter(const void* send, void* recv, size_t recvcoun
     }
   }
   trace::NoteCall(recvcount, static_cast<int>(t), -1, root);
-  return Issue("scatter", stream, [=, this] { return DoScatter(send, recv, recvcount, t, root, stream); });
+  const fault::Call call{send, rank_ == root ? *total : 0, recv, block, t, false};
+  return Issue("scatter", stream, fault::Hook(*this, call, [=, this](const void* s) {
+    return DoScatter(s, recv, recvcount, t, root, stream);
+  }));
 }
 
 absl::Status Communicator::AllToAll(const void* send, void* recv, size_t count, DataType t, void* stream) {
@@ -116,8 +126,10 @@ absl::Status Communicator::AllToAll(const void* send, void* recv, size_t count, 
   std::vector<size_t> counts(static_cast<size_t>(size_), count), displs(static_cast<size_t>(size_));
   for (size_t q = 0; q < displs.size(); ++q) displs[q] = q * count;
   trace::NoteCall(count, static_cast<int>(t), -1, -1);
-  return Issue("all_to_all", stream, [=, this] { return DoAllToAllv(send, counts, displs, recv, counts, displs, t,
-                                                                    stream); });
+  const fault::Call call{send, *total, recv, *total, t, false};
+  return Issue("all_to_all", stream, fault::Hook(*this, call, [=, this](const void* s) {
+    return DoAllToAllv(s, counts, displs, recv, counts, displs, t, stream);
+  }));
 }
 
 namespace {
@@ -173,7 +185,10 @@ absl::Status Communicator::AllToAllv(const void* send, const size_t* sendcounts,
   std::vector<size_t> sc(sendcounts, sendcounts + n), sd(sdispls, sdispls + n);
   std::vector<size_t> rc(recvcounts, recvcounts + n), rd(rdispls, rdispls + n);
   trace::NoteCall(send_extent / ElementSize(t), static_cast<int>(t), -1, -1);
-  return Issue("all_to_allv", stream, [=, this] { return DoAllToAllv(send, sc, sd, recv, rc, rd, t, stream); });
+  const fault::Call call{send, send_extent, recv, recv_extent, t, false};
+  return Issue("all_to_allv", stream, fault::Hook(*this, call, [=, this](const void* s) {
+    return DoAllToAllv(s, sc, sd, recv, rc, rd, t, stream);
+  }));
 }
 
 absl::Status Communicator::DoSend(const void*, size_t, DataType, int, void*) {

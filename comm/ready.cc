@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "comm/direct.h"
+#include "comm/fault.h"
 #include "core/status.h"
 #include "core/trace.h"
 
@@ -86,7 +87,9 @@ absl::Status DirectReduce::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
   }
   buf->checked_for_.store(&self_, std::memory_order_release);
   trace::NoteCall(upto, static_cast<int>(t), static_cast<int>(op), -1);
-  return self_.Issue("all_reduce_ready", stream, [this, buf = std::move(buf), upto, t, op]() -> absl::Status {
+  const fault::Call call{nullptr, 0, buf->data(), std::min(upto, parts.front().count) * ElementSize(t), t, false};
+  return self_.Issue("all_reduce_ready", stream, fault::Hook(self_, call, [this, buf = std::move(buf), upto, t,
+                                                                           op](const void*) -> absl::Status {
     ReadyBuffer& b = *buf;
     ++b.calls_;
     if (b.reduced_ >= upto) {  // an earlier call reached past [0, upto), on every rank
@@ -99,13 +102,13 @@ absl::Status DirectReduce::AllReduceReady(std::shared_ptr<ReadyBuffer> buf, size
       short_of = InvalidUsage("rank %d had [0, %zu) of the buffer ready when the call that must reach %zu ran; it "
                               "reduced whatever lay there, so the peers' results are wrong too", self_.rank(), ready, upto);
     }
-    const size_t offer = std::max(ready, upto);
+    const size_t offer = fault::ReadyOffer(self_, b.parts(), b.reduced_, std::max(ready, upto), upto, t);
     ASSIGN_OR_RETURN(const size_t agreed, b.parts().size() == 1
                                               ? DoAllReduceReady(b.data(), b.reduced_, offer, upto, t, op)
                                               : DoAllReduceReadyParts(b.parts(), b.reduced_, offer, upto, t, op));
     b.reduced_ = agreed;
     return short_of;
-  });
+  }));
 }
 
 // One small all-reduce settles the extent and checks that the ranks are in

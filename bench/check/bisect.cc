@@ -69,7 +69,8 @@ absl::Status RunBisection(Rank& r, const std::string& trigger, Report* out) {
     } else if (sub == nullptr) {
       r.Skip(calls);
     } else {
-      ASSIGN_OR_RETURN(const Verdict v, CheckOn(r, sub, n, me, Coll::kAllReduce, plan.bisect_bytes, plan.bisect_iters));
+      ASSIGN_OR_RETURN(const Verdict v, CheckOn(r, sub, n, me, Primary(Coll::kAllReduce, n), plan.bisect_bytes,
+                                                        plan.bisect_iters));
       wrong = v.wrong;
     }
     ASSIGN_OR_RETURN(std::vector<std::string> got,

@@ -4,6 +4,7 @@
 //   mpirun -np 16 build/bench/check/weft-check --plan quick --json report.json
 //   torchrun --nproc-per-node 8 --no-python build/bench/check/weft-check
 //   build/bench/check/weft-check --ranks 4         # four in-process ranks
+//   mpirun -np 8 build/bench/check/weft-check --memory cuda   # NCCL, one GPU per rank
 //
 // Driven only through weft's C ABI. Every rank runs the same plan (main.cc
 // -> phases.h); rank 0 prints the summary, writes the JSON and the plots.
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "bench/check/memory.h"
 #include "bench/check/options.h"
 #include "bench/check/phases.h"
 #include "bench/check/rank.h"
@@ -142,9 +144,18 @@ int Main(int argc, char** argv) {
   }
   const Options& o = *parsed;
   if (o.memory == weftMemoryCuda) {
-    std::fprintf(stderr, "weft-check: --memory cuda: this weft-check allocates host buffers only; CUDA memory is not "
-                         "checked yet\n");
-    return kExitError;
+    // Device buffers, the NCCL backend, each rank on its local device (weft's choice: the launcher's local
+    // rank modulo the device count).
+    const absl::Status usable = CudaUsable();
+    if (!usable.ok()) {
+      std::fprintf(stderr, "weft-check: %s\n", std::string(usable.message()).c_str());
+      return kExitError;
+    }
+    if (o.ranks > 1) {
+      std::fprintf(stderr, "weft-check: --memory cuda with --ranks %d: in-process ranks work on host memory; launch "
+                           "one process per GPU (mpirun, srun, torchrun)\n", o.ranks);
+      return kExitError;
+    }
   }
   weftConfig_t config = WEFT_CONFIG_INITIALIZER;
   config.backend = o.backend;
@@ -215,10 +226,10 @@ int Main(int argc, char** argv) {
     Report& rep = reports[i];
     if (!status[i].ok()) {
       rep.errors.push_back(std::string(status[i].message()));
-      if (!r.heartbeat_dir().empty() && r.heartbeat() != nullptr) {
+      if (r.heartbeat() != nullptr) {
         // Let every rank's heartbeat thread write its last state.
         std::this_thread::sleep_for(std::chrono::milliseconds(5 * Heartbeat::kPeriodMs));
-        JudgeHang(r.heartbeat_dir(), &rep);
+        JudgeHang(r.Beats(), r.heartbeat_channel(), &rep);
       }
     }
     const int c = Conclude(o, rep);

@@ -1,8 +1,9 @@
 // weft-check's command line and the plans it names.
 //
-//   weft-check [--plan quick|full] [--memory host|cuda] [--json FILE] [--plot DIR]
+//   weft-check [--plan quick|matrix|full] [--memory host|cuda] [--json FILE] [--plot DIR]
 //              [--ranks N] [--backend mpi|ucx] [--timeout-ms MS] [--slow-ratio X]
 //              [--slow-floor-us US] [--heartbeat DIR] [--seed S]
+//              [--collectives all_reduce,gather,...]
 //
 // The parser only reads argv; it prints nothing and never exits.
 #ifndef WEFT_BENCH_CHECK_OPTIONS_H_
@@ -14,16 +15,21 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/check/pattern.h"
 #include "weft/weft.h"
 
 namespace weft_check {
 
-// What one run measures. quick finishes in about a second on one node;
-// full in about a minute.
+// What one run measures. quick (every collective in float32) finishes in
+// about a second on one node; matrix adds every dtype and reduce op at one
+// small size, a few seconds; full has the matrix at two sizes and the large
+// sizes, minutes on a loaded host.
 struct Plan {
   std::string name;
-  std::vector<size_t> check_bytes;  // correctness: every collective at each size
+  std::vector<size_t> check_bytes;  // correctness: every collective, float32 sum, at each size
   int check_iters = 0;              // repeated, for intermittent faults
+  std::vector<size_t> matrix_bytes;  // ... and in every dtype and reduce op at each of these
+  int matrix_iters = 0;
   std::vector<size_t> speed_bytes;  // the world's all-reduce bandwidth by size
   int speed_iters = 0;
   size_t pair_bytes = 0;            // pairwise exchanges
@@ -44,7 +50,10 @@ struct Options {
   double slow_floor_us = 1000.0;  // ... and by at least this much is slow
   std::string heartbeat_dir;      // empty: a fresh directory under /tmp
   uint64_t seed = 1;
+  std::vector<int> collectives;   // the Coll values to check (pattern.h); empty: every one
   bool help = false;
+  // Whether the correctness checks include collective `c`.
+  bool Selected(Coll c) const;
 };
 
 absl::StatusOr<Plan> PlanNamed(const std::string& name);

@@ -1,9 +1,10 @@
 // The measurements of a weft-check run, each collective over the world
 // (every rank calls it; every rank gets the combined result).
 //
-//   correctness: every collective at the plan's sizes with attributable
-//     inputs (pattern.h), repeated; per rank, the wrong elements and whose
-//     contributions they share.
+//   correctness: every collective at the plan's sizes in its everyday form
+//     (float32 sum) and, at the plan's matrix sizes, in every dtype and
+//     reduce op, with attributable inputs (pattern.h), repeated; per rank,
+//     the wrong elements and whose contributions they share.
 //   speed: the world's all-reduce by size, each rank's median time.
 //   pairs: the world split into pairs three ways (neighbours 2k and 2k+1,
 //     neighbours 2k+1 and 2k+2, rank r and r + n/2), each pair timing an
@@ -32,8 +33,9 @@ absl::Status RunPairs(Rank& r, Report* out);
 absl::Status RunBisection(Rank& r, const std::string& trigger, Report* out);
 
 // One rank's part in `iters` checked calls of `c` on `comm` (`n` ranks,
-// this one `me`): the wrong elements it got and the suspects they share.
-absl::StatusOr<Verdict> CheckOn(Rank& r, weftComm_t comm, int n, int me, Coll c, size_t bytes, int iters);
+// this one `me`) of case `k`: the wrong elements it got and the suspects
+// they share.
+absl::StatusOr<Verdict> CheckOn(Rank& r, weftComm_t comm, int n, int me, const Case& k, size_t bytes, int iters);
 // This rank's median time of an all-reduce of `bytes` on `comm` (one
 // untimed call first, then `iters` timed): iters + 1 calls.
 absl::StatusOr<double> TimeOn(Rank& r, weftComm_t comm, size_t bytes, int iters, const std::string& what);

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "bench/check/beat_channel.h"
 #include "bench/check/heartbeat.h"
 #include "bench/check/options.h"
 #include "weft/weft.h"
@@ -41,12 +42,16 @@ class Rank {
   Heartbeat* heartbeat() const { return hb_.get(); }
   long long seq() const { return seq_; }
 
-  // Learns this rank's node and device, agrees on the heartbeat directory
-  // (rank 0's), starts the heartbeat, and gathers everyone's identity.
-  // `made_dir`: set on rank 0 when it made the directory.
+  // Learns this rank's node and device, gathers everyone's identity,
+  // agrees on where the heartbeat goes (rank 0's choice: --heartbeat DIR, a
+  // directory under /tmp on one node, rank 0's TCP listener across nodes)
+  // and starts it. `made_dir`: set on rank 0 when it made the directory.
   absl::Status Start(bool* made_dir);
   const std::vector<Identity>& everyone() const { return everyone_; }
-  const std::string& heartbeat_dir() const { return dir_; }
+  const std::string& heartbeat_dir() const { return dir_; }  // empty over TCP
+  const std::string& heartbeat_channel() const { return channel_; }  // the directory, or "tcp:..."
+  // Every rank's last beat: rank 0 after a failure (over TCP, rank 0 only).
+  std::vector<Beat> Beats() const;
   // Whether some node runs more ranks than it has cores. Ranks timed side
   // by side there would measure the scheduler, not the ranks, so timed
   // groups take turns instead.
@@ -73,7 +78,8 @@ class Rank {
   const Options& o_;
   Identity me_;
   std::vector<Identity> everyone_;
-  std::string dir_;
+  std::string dir_, channel_;
+  std::unique_ptr<BeatServer> server_;  // rank 0, across nodes
   bool oversubscribed_ = false;
   std::unique_ptr<Heartbeat> hb_;
   long long seq_ = 0;

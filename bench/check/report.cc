@@ -76,8 +76,8 @@ std::vector<std::string> Summary(const Report& r) {
     for (long long w : row.wrong) wrong += w;
   }
   if (!r.correctness.empty()) {
-    s.push_back(absl::StrFormat("# correctness: %zu checks (collective x size, %d iterations each): %s",
-                                r.correctness.size(), r.correctness[0].iterations,
+    s.push_back(absl::StrFormat("# correctness: %zu checks (collective x dtype x op x size, repeated): %s",
+                                r.correctness.size(),
                                 wrong == 0 ? "every element right on every rank"
                                            : absl::StrFormat("%d wrong elements", wrong)));
   }
@@ -86,8 +86,8 @@ std::vector<std::string> Summary(const Report& r) {
   for (const CheckRow& row : r.correctness) {
     for (size_t q = 0; q < row.wrong.size(); ++q) {
       if (row.wrong[q] == 0 || lines++ >= kWrongLines) continue;
-      s.push_back(absl::StrFormat("#   %s %s: rank %zu got %d wrong (%s)%s", row.collective, Size(row.bytes), q,
-                                  row.wrong[q], row.first[q],
+      s.push_back(absl::StrFormat("#   %s %s%s %s: rank %zu got %d wrong (%s)%s", row.collective, row.dtype,
+                                  row.op.empty() ? "" : " " + row.op, Size(row.bytes), q, row.wrong[q], row.first[q],
                                   row.suspects[q].empty() ? ""
                                                           : "; every one has a contribution from rank " +
                                                                 absl::StrJoin(row.suspects[q], ", rank ")));
@@ -160,9 +160,10 @@ absl::Status WriteJson(const std::string& path, const Report& r) {
     std::vector<std::string> first, sus;
     for (const std::string& f : c.first) first.push_back(Quote(f));
     for (const auto& s : c.suspects) sus.push_back(Ints(s));
-    v.push_back(absl::StrFormat("    {\"collective\": %s, \"dtype\": %s, \"bytes\": %d, \"iterations\": %d, "
-                                "\"wrong\": [%s], \"first_wrong\": [%s], \"suspects\": [%s]}",
-                                Quote(c.collective), Quote(c.dtype), c.bytes, c.iterations,
+    v.push_back(absl::StrFormat("    {\"collective\": %s, \"dtype\": %s, \"op\": %s, \"bytes\": %d, "
+                                "\"iterations\": %d, \"wrong\": [%s], \"first_wrong\": [%s], \"suspects\": [%s]}",
+                                Quote(c.collective), Quote(c.dtype), c.op.empty() ? "null" : Quote(c.op), c.bytes,
+                                c.iterations,
                                 absl::StrJoin(c.wrong, ", "), absl::StrJoin(first, ", "), absl::StrJoin(sus, ", ")));
   }
   j += "  \"correctness\": [\n" + absl::StrJoin(v, ",\n") + (v.empty() ? "" : "\n") + "  ],\n";
@@ -201,9 +202,9 @@ absl::Status WriteJson(const std::string& path, const Report& r) {
                                   Quote(b.state)));
     }
     j += absl::StrFormat("  \"hang\": {\n    \"sequence\": %d,\n    \"call\": %s,\n    \"never_joined\": %s,\n"
-                         "    \"no_heartbeat\": %s,\n    \"ranks\": [\n%s\n    ]\n  },\n",
+                         "    \"no_heartbeat\": %s,\n    \"heartbeat\": %s,\n    \"ranks\": [\n%s\n    ]\n  },\n",
                          r.hang.sequence, Quote(r.hang.call), Ints(r.hang.never_joined), Ints(r.hang.no_heartbeat),
-                         absl::StrJoin(v, ",\n"));
+                         Quote(r.hang.channel), absl::StrJoin(v, ",\n"));
   } else {
     j += "  \"hang\": null,\n";
   }

@@ -15,10 +15,11 @@
 
 namespace weft_check {
 
-// One collective at one size, every rank's view of it.
+// One collective in one dtype (and op) at one size, every rank's view of it.
 struct CheckRow {
   std::string collective;
   std::string dtype;
+  std::string op;  // the reduce op; empty where the collective does not reduce
   size_t bytes = 0;
   int iterations = 0;
   std::vector<long long> wrong;           // per rank
@@ -61,6 +62,7 @@ struct Hang {
   std::vector<int> never_joined;
   std::vector<int> no_heartbeat;
   std::vector<Beat> beats;
+  std::string channel;  // where the beats came from: a directory, or "tcp:..." (rank 0's listener)
 };
 
 struct Report {

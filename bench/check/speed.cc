@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/check/memory.h"
 #include "bench/check/phases.h"
 #include "core/status.h"
 
@@ -117,7 +118,11 @@ absl::StatusOr<double> TakingTurns(Rank& r, int groups, int mine, const std::fun
 
 absl::StatusOr<double> TimeOn(Rank& r, weftComm_t comm, size_t bytes, int iters, const std::string& what) {
   const size_t count = std::max<size_t>(1, bytes / 4);
-  std::vector<float> send(count, 1.0f), recv(count);
+  const weftMemoryKind_t memory = r.options().memory;
+  const std::vector<float> ones(count, 1.0f);
+  ASSIGN_OR_RETURN(const Buffer send, Buffer::Make(memory, count * 4));
+  ASSIGN_OR_RETURN(const Buffer recv, Buffer::Make(memory, count * 4));
+  RETURN_IF_ERROR(send.Upload(ones.data()));
   std::vector<double> us;
   for (int it = 0; it <= iters; ++it) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -198,6 +203,13 @@ absl::Status RunPairs(Rank& r, Report* out) {
     }
     if (!Judge(all, n, k, out)) break;
   }
+  // A link is judged against the links of its kind: a pair across nodes
+  // (the network) against the median pair across nodes, one within a node
+  // (shared memory) against the median within a node. Otherwise every
+  // link between nodes would be "slow" beside the ones inside a node.
+  const std::vector<Identity>& who = r.everyone();
+  const auto across = [&](int a, int b) { return who.size() == static_cast<size_t>(n) && who[a].node != who[b].node; };
+  std::vector<double> kind[2];
   for (size_t i = 0; i < k; ++i) {
     for (const auto& [a, b] : pairings[i].pairs) {
       PairRow row;
@@ -205,9 +217,16 @@ absl::Status RunPairs(Rank& r, Report* out) {
       row.a = a;
       row.b = b;
       row.time_us = std::max(all[a * k + i], all[b * k + i]);
-      row.slow = Slow(*out, row.time_us);
-      if (row.slow && !Has(out->slow_ranks, a) && !Has(out->slow_ranks, b)) out->bad_links.push_back({a, b});
+      kind[across(a, b)].push_back(row.time_us);
       out->pairs.push_back(row);
+    }
+  }
+  const double median[2] = {kind[0].empty() ? 0 : Median(kind[0]), kind[1].empty() ? 0 : Median(kind[1])};
+  for (PairRow& row : out->pairs) {
+    const double m = median[across(row.a, row.b)];
+    row.slow = row.time_us > m * out->slow_ratio && row.time_us - m > out->slow_floor_us;
+    if (row.slow && !Has(out->slow_ranks, row.a) && !Has(out->slow_ranks, row.b)) {
+      out->bad_links.push_back({row.a, row.b});
     }
   }
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/check/beat_channel.h"
 
 namespace weft_check {
 
@@ -16,17 +17,38 @@ void Add(std::vector<int>* v, int x) {
 
 }  // namespace
 
+namespace {
+
+// The ranks that got an output in a check's iterations: a rooted
+// collective's roots (iteration mod n, pattern.h), else every rank.
+std::vector<bool> Receivers(const CheckRow& row, int n) {
+  const bool rooted = row.collective == "reduce" || row.collective == "gather";
+  std::vector<bool> got(n, !rooted);
+  for (int it = 0; rooted && it < std::min(row.iterations, n); ++it) got[it] = true;
+  return got;
+}
+
+}  // namespace
+
 bool JudgeCorrectness(Report* r) {
   const int n = r->nranks;
-  std::vector<int> wrong_ranks;
+  std::vector<int> wrong_ranks, own;  // own: wrong where a peer that got the same check's output was right
   std::vector<bool> shared(n, true);  // suspects common to every wrong row of every rank
   std::string example;
   for (const CheckRow& row : r->correctness) {
+    const std::vector<bool> got = Receivers(row, n);
+    int receivers = 0, wrong = 0;
+    for (int q = 0; q < n; ++q) {
+      receivers += got[q];
+      wrong += got[q] && row.wrong[q] > 0;
+    }
     for (int q = 0; q < n; ++q) {
       if (row.wrong[q] == 0) continue;
       Add(&wrong_ranks, q);
+      if (wrong < receivers) Add(&own, q);
       if (example.empty()) {
-        example = absl::StrFormat("%s %d B on rank %d: %s", row.collective, row.bytes, q, row.first[q]);
+        example = absl::StrFormat("%s %s%s %d B on rank %d: %s", row.collective, row.dtype,
+                                  row.op.empty() ? "" : " " + row.op, row.bytes, q, row.first[q]);
       }
       for (int s = 0; s < n; ++s) {
         if (std::find(row.suspects[q].begin(), row.suspects[q].end(), s) == row.suspects[q].end()) shared[s] = false;
@@ -34,8 +56,8 @@ bool JudgeCorrectness(Report* r) {
     }
   }
   if (wrong_ranks.empty()) return false;
-  if (static_cast<int>(wrong_ranks.size()) < n) {
-    for (int q : wrong_ranks) {
+  if (!own.empty()) {
+    for (int q : own) {
       Add(&r->bad_ranks, q);
       r->why.push_back(absl::StrFormat("bad: %s computed wrong values (its own output; the other ranks' were right)",
                                        Who(*r, q)));
@@ -97,10 +119,11 @@ void JudgeBisection(Report* r) {
   }
 }
 
-void JudgeHang(const std::string& dir, Report* r) {
+void JudgeHang(const std::vector<Beat>& beats, const std::string& channel, Report* r) {
   Hang& h = r->hang;
   h.found = true;
-  h.beats = ReadBeats(dir, r->nranks);
+  h.beats = beats;
+  h.channel = channel;
   h.sequence = -1;
   for (const Beat& b : h.beats) {
     if (!b.found) {
@@ -122,8 +145,9 @@ void JudgeHang(const std::string& dir, Report* r) {
                                      b.last.empty() ? "none" : b.last));
   }
   for (int q : h.no_heartbeat) {
-    r->why.push_back(absl::StrFormat("hung: rank %d left no heartbeat in %s (is --heartbeat on a filesystem every "
-                                     "node shares?)", q, dir));
+    r->why.push_back(absl::StrFormat("hung: rank %d left no heartbeat in %s%s", q, channel,
+                                     IsBeatAddress(channel) ? " (can every node reach rank 0 over TCP?)"
+                                                            : " (is --heartbeat on a filesystem every node shares?)"));
   }
 }
 
