@@ -233,9 +233,12 @@ class TcpBoard final : public Board {
       }
     }
     if (!dead.empty()) {
-      std::this_thread::sleep_for(kSettle);
+      bool elsewhere = false;
+      for (int q : dead) elsewhere = elsewhere || !SameNodeAsAny(static_cast<size_t>(q), {rank_});
+      if (elsewhere) std::this_thread::sleep_for(kSettle);
       const std::vector<Handshake> again = ConnectAll(Targets([&](size_t q) {
-        return a[q].kind == Handshake::kAccepted && SameNodeAsAny(q, dead);
+        // (Not this rank's own node: it is not all dead.)
+        return a[q].kind == Handshake::kAccepted && SameNodeAsAny(q, dead) && !SameNodeAsAny(q, {rank_});
       }), kAnswerMs);
       for (size_t q = 0; q < a.size(); ++q) {
         if (again[q].kind == Handshake::kRefused) a[q] = again[q];
