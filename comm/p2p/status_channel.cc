@@ -40,6 +40,8 @@ constexpr int kAnswerMs = 300;
 // not in the same microsecond: when some are found dead, the others there
 // are probed once more after this, so that one message names them all.
 constexpr auto kSettle = std::chrono::milliseconds(100);
+// A host silent this long when a peer is found dead is named as well, first.
+constexpr auto kLongSilence = std::chrono::milliseconds(500);
 
 struct Request {
   uint32_t magic = kMagic;
@@ -214,7 +216,7 @@ class TcpBoard final : public Board {
   }
 
   // Every peer at once (a wait's probes cost one poll, not one per peer).
-  absl::Status Survey(int rank, int, int unreachable_ms, absl::FunctionRef<std::string()> report,
+  absl::Status Survey(int, int, int unreachable_ms, absl::FunctionRef<std::string()> report,
                       const std::string& here) override {
     std::lock_guard<std::mutex> lock(mu_);  // the collective's and the outbox's threads both wait
     // Silence counts from when the handshake was asked for.
@@ -223,11 +225,12 @@ class TcpBoard final : public Board {
     silence_.Record(asked, a);
     const auto now = Silence::Clock::now();
     std::vector<int> dead = Of(a, Handshake::kRefused);
-    // Other hosts silent in this round, and those silent for the window.
+    // Other hosts silent for a while (one slow handshake is not enough to
+    // blame), and those silent for the window.
     std::vector<int> silent, lost;
     for (size_t q = 0; q < a.size(); ++q) {
       if (!IsSilence(a[q].kind) || SameNodeAsAny(q, {rank_})) continue;  // the same host: no network path
-      silent.push_back(static_cast<int>(q));
+      if (silence_.Silent(q, now) >= kLongSilence) silent.push_back(static_cast<int>(q));
       if (unreachable_ms > 0 && silence_.Silent(q, now) >= std::chrono::milliseconds(unreachable_ms)) {
         lost.push_back(static_cast<int>(q));
       }
