@@ -22,6 +22,14 @@
 //                       report (which ranks have not arrived, and what each
 //                       called last), 60000; 0: no warning. Only below the
 //                       timeout; the timeout's error carries the same report.
+//   WEFT_UNREACHABLE_MS how long a waiting MPI or UCX rank lets a peer's host
+//                       go without answering a TCP handshake on the hang-report
+//                       channel before it fails the call naming that node and
+//                       its ranks (a link down, a node crashed or frozen),
+//                       20000; 0: never (such a host is found at the timeout).
+//   WEFT_HANG_WATCH     1 (default); 0 turns the hang watch off, which is
+//                       unsafe: no hang report, dead and unreachable peers found
+//                       only at the timeout. For measuring its cost.
 //   WEFT_BOOTSTRAP_TIMEOUT_MS  how long forming a world may take (300000)
 //   WEFT_SOCKET_IFNAME  the interfaces the bootstrap root may listen on, as
 //                       NCCL_SOCKET_IFNAME: "eth,ib" prefixes, "^docker"
@@ -74,6 +82,8 @@ struct Env {
   bool shm = true;
   bool check_calls = true;
   int hang_warn_ms = 60000;
+  int unreachable_ms = 20000;
+  bool hang_watch = true;
   int bootstrap_timeout_ms = 300000;
   std::string socket_ifname;
   int socket_family = 0;  // 0: any; else AF_INET or AF_INET6

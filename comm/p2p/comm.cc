@@ -104,7 +104,10 @@ absl::Status P2pComm::AttachHierarchy(const absl::StatusOr<HierTable>& table, co
   absl::StatusOr<std::unique_ptr<Hierarchy>> made =
       Hierarchy::Make(rank(), topo_, [this](int color, int key) -> absl::StatusOr<std::unique_ptr<Communicator>> {
         ASSIGN_OR_RETURN(std::unique_ptr<Communicator> part, DoSplit(color, key));
-        if (auto* p = dynamic_cast<P2pComm*>(part.get())) p->check_ = false;
+        if (auto* p = dynamic_cast<P2pComm*>(part.get())) {
+          p->check_ = false;
+          p->watch_.SetWorld(&watch_);  // its waits find a lost node of the world, in world ranks
+        }
         return part;
       });
   making_hierarchy = false;

@@ -53,15 +53,17 @@ ProgressWords ReadProgress(const ProgressWords& w) {
   return out;
 }
 
-HangWatch::HangWatch(int rank, int size) : rank_(rank), size_(size) {}
+HangWatch::HangWatch(int rank, int size)
+    : rank_(rank), size_(size), on_(Env::Get().hang_watch), unreachable_ms_(Env::Get().unreachable_ms) {}
 
 void HangWatch::Enter(const Call& c) {
+  if (!on_) return;
   for (size_t i = 0; i < kCallWords; ++i) Word(mine_->entered_call[i]).store(c.words[i], std::memory_order_relaxed);
   Word(mine_->entered).store(mine_->entered + 1, std::memory_order_release);
 }
 
 void HangWatch::Done() {
-  if (mine_->done == mine_->entered) return;  // a call that never entered (refused early)
+  if (!on_ || mine_->done == mine_->entered) return;  // a call that never entered (refused early)
   for (size_t i = 0; i < kCallWords; ++i) {
     Word(mine_->done_call[i]).store(mine_->entered_call[i], std::memory_order_relaxed);
   }
@@ -83,12 +85,20 @@ void HangWatch::PublishAt(ProgressWords* at) {
 
 void HangWatch::SetBoard(std::unique_ptr<Board> board) { board_ = std::move(board); }
 
+std::string HangWatch::Here() const {
+  const ProgressWords me = ReadProgress(*mine_);
+  return absl::StrFormat("rank %d of %d is in call %s", rank_, size_, Numbered(me.entered, me.entered_call));
+}
+
 std::string HangWatch::Report(long long waited_ms) const {
   const ProgressWords me = ReadProgress(*mine_);
   std::string out = waited_ms >= 0 ? absl::StrFormat("rank %d of %d has waited %lld ms in call %s", rank_, size_,
                                                      waited_ms, Numbered(me.entered, me.entered_call))
-                                   : absl::StrFormat("rank %d of %d is in call %s", rank_, size_,
-                                                     Numbered(me.entered, me.entered_call));
+                                   : Here();
+  if (!on_) {
+    absl::StrAppend(&out, "; the peers' progress is unknown (the hang watch is off: WEFT_HANG_WATCH=0)");
+    return out;
+  }
   if (me.done == me.entered && me.entered != 0) absl::StrAppend(&out, " (after it completed here)");
   if (board_ == nullptr) {
     absl::StrAppend(&out, "; the peers' progress is unknown (no status channel on this communicator)");
@@ -134,18 +144,30 @@ std::string HangWatch::Report(long long waited_ms) const {
   return out;
 }
 
-absl::Status HangWatch::ProbeDead(long long waited_ms) const {
-  if (board_ == nullptr) return absl::OkStatus();
-  for (int q = 0; q < size_; ++q) {
+absl::Status Board::Survey(int rank, int size, int, absl::FunctionRef<std::string()> report, const std::string&) {
+  for (int q = 0; q < size; ++q) {
     std::string why;
-    if (q == rank_ || !board_->Dead(q, &why)) continue;
-    absl::Status dead = RemoteError("rank %d: rank %d (%s) is dead (%s); this collective cannot complete. %s", rank_,
-                                    q, board_->Where(q), why, Report(waited_ms));
-    dead.SetPayload(kDeadUrl, absl::Cord(std::to_string(q)));
-    NotePeerLost();
-    return dead;
+    if (q == rank || !Dead(q, &why)) continue;
+    return RemoteError("rank %d: rank %d (%s) is dead (%s); this collective cannot complete. %s", rank, q, Where(q),
+                       why, report());
   }
   return absl::OkStatus();
+}
+
+absl::Status HangWatch::ProbeDead(long long waited_ms) const {
+  if (!on_) return absl::OkStatus();
+  const auto report = [&] { return Report(waited_ms); };
+  const std::string here = Here();
+  absl::Status lost;
+  // The world's board first: it names world ranks and nodes.
+  if (world_ != nullptr && world_->board_ != nullptr) {
+    lost = world_->board_->Survey(world_->rank_, world_->size_, unreachable_ms_, report, here);
+  }
+  if (lost.ok() && board_ != nullptr) lost = board_->Survey(rank_, size_, unreachable_ms_, report, here);
+  if (lost.ok()) return lost;
+  lost.SetPayload(kDeadUrl, absl::Cord("lost"));
+  NotePeerLost();
+  return lost;
 }
 
 void NotePeerLost() { g_peer_lost.store(true, std::memory_order_relaxed); }
@@ -154,6 +176,7 @@ bool PeerLost() { return g_peer_lost.load(std::memory_order_relaxed); }
 bool IsPeerDead(const absl::Status& s) { return s.GetPayload(kDeadUrl).has_value(); }
 
 int HangWarnMs(int timeout_ms) {
+  if (!Env::Get().hang_watch) return 0;
   const int warn = Env::Get().hang_warn_ms;
   return warn > 0 && warn < timeout_ms ? warn : 0;
 }

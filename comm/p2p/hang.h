@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "comm/p2p/check.h"
 
@@ -64,6 +65,14 @@ class Board {
   virtual bool Dead(int q, std::string* why) = 0;
   // "pid 1234 on node h1", as far as the board knows.
   virtual std::string Where(int q) const = 0;
+  // Probes every peer for the hang watch (rank `rank` of `size` waiting): a
+  // RemoteError naming the peers lost, or OK. Lost are processes known gone
+  // and, where `unreachable_ms` > 0 and the board reaches peers over the
+  // network, hosts that have answered nothing for that long (reach.h).
+  // `report` is the hang report, `here` the short form (this rank's call).
+  // The default asks Dead() of each peer in turn.
+  virtual absl::Status Survey(int rank, int size, int unreachable_ms, absl::FunctionRef<std::string()> report,
+                              const std::string& here);
 };
 
 class HangWatch {
@@ -82,18 +91,31 @@ class HangWatch {
   // Peers are read through `board` from now on (null: none, local facts only).
   void SetBoard(std::unique_ptr<Board> board);
   bool has_board() const { return board_ != nullptr; }
+  // A hierarchy's part (hierarchy.h) probes through its world's watch
+  // too, whose board sees every rank and names world ranks: a rank waiting
+  // on a live node peer learns that a node its world needs is lost. `world`
+  // outlives this watch; null: none.
+  void SetWorld(const HangWatch* world) { world_ = world; }
+  // False under WEFT_HANG_WATCH=0 (unsafe): nothing published or probed.
+  bool on() const { return on_; }
 
   // The report, for a wait of `waited_ms` so far: this rank's call, the
   // ranks that have not arrived in it, and each peer's last completed call.
   std::string Report(long long waited_ms) const;
-  // RemoteError naming a peer whose process is gone (and the report), or
-  // OK. `waited_ms` < 0: found outside a wait (a transport's error).
+  // RemoteError naming the peers whose processes are gone (and the report),
+  // or whose hosts have been unreachable for WEFT_UNREACHABLE_MS, or OK.
+  // `waited_ms` < 0: found outside a wait (a transport's error).
   absl::Status ProbeDead(long long waited_ms) const;
+  // "rank 0 of 4 is in call #3 all_reduce(...)": the report's first part.
+  std::string Here() const;
 
   int rank() const { return rank_; }
 
  private:
   const int rank_, size_;
+  const bool on_;
+  const int unreachable_ms_;
+  const HangWatch* world_ = nullptr;
   ProgressWords own_;
   ProgressWords* mine_ = &own_;
   std::unique_ptr<Board> board_;
@@ -103,7 +125,7 @@ class HangWatch {
 bool IsPeerDead(const absl::Status& s);
 
 // WEFT_HANG_WARN_MS, and whether a wait of `timeout_ms` warns at all (only
-// when the warning comes before the timeout).
+// when the warning comes before the timeout, and the watch is on).
 int HangWarnMs(int timeout_ms);
 
 }  // namespace p2p

@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -17,8 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/bootstrap/net.h"
+#include "comm/p2p/reach.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -32,6 +36,12 @@ using bootstrap::Fd;
 constexpr uint32_t kMagic = 0x57465448;  // "WFTH"
 // A peer on a live host answers within this; longer is "no answer", never "dead".
 constexpr int kAnswerMs = 300;
+// Ranks of one node die together (a node's crash, a job step killed), but
+// not in the same microsecond: when some are found dead, the others there
+// are probed once more after this, so that one message names them all.
+constexpr auto kSettle = std::chrono::milliseconds(100);
+// A host silent this long when a peer is found dead is named as well, first.
+constexpr auto kLongSilence = std::chrono::milliseconds(500);
 
 struct Request {
   uint32_t magic = kMagic;
@@ -155,7 +165,8 @@ int Connect(const Endpoint& to, Fd* out) {
 // The peers of one communicator, asked over their processes' listeners.
 class TcpBoard final : public Board {
  public:
-  TcpBoard(int rank, uint64_t key, std::vector<Contact> peers) : rank_(rank), key_(key), peers_(std::move(peers)) {}
+  TcpBoard(int rank, uint64_t key, std::vector<Contact> peers)
+      : rank_(rank), key_(key), peers_(std::move(peers)), silence_(peers_.size()) {}
   ~TcpBoard() override { Server::Get()->Remove(key_, static_cast<uint32_t>(rank_)); }
 
   PeerState Peer(int q) override {
@@ -204,7 +215,153 @@ class TcpBoard final : public Board {
     return absl::StrFormat("pid %d on node %s", static_cast<int>(c.pid), c.node);
   }
 
+  // Every peer at once (a wait's probes cost one poll, not one per peer).
+  absl::Status Survey(int, int, int unreachable_ms, absl::FunctionRef<std::string()> report,
+                      const std::string& here) override {
+    std::lock_guard<std::mutex> lock(mu_);  // the collective's and the outbox's threads both wait
+    // Silence counts from when the handshake was asked for.
+    const auto asked = Silence::Clock::now();
+    std::vector<Handshake> a = ConnectAll(Targets([](size_t) { return true; }), kAnswerMs);
+    silence_.Record(asked, a);
+    const auto now = Silence::Clock::now();
+    std::vector<int> dead = Of(a, Handshake::kRefused);
+    // Other hosts silent for a while (one slow handshake is not enough to
+    // blame), and those silent for the window.
+    std::vector<int> silent, lost;
+    for (size_t q = 0; q < a.size(); ++q) {
+      if (!IsSilence(a[q].kind) || SameNodeAsAny(q, {rank_})) continue;  // the same host: no network path
+      if (silence_.Silent(q, now) >= kLongSilence) silent.push_back(static_cast<int>(q));
+      if (unreachable_ms > 0 && silence_.Silent(q, now) >= std::chrono::milliseconds(unreachable_ms)) {
+        lost.push_back(static_cast<int>(q));
+      }
+    }
+    if (!dead.empty()) {
+      bool elsewhere = false;
+      for (int q : dead) elsewhere = elsewhere || !SameNodeAsAny(static_cast<size_t>(q), {rank_});
+      if (elsewhere) std::this_thread::sleep_for(kSettle);
+      const std::vector<Handshake> again = ConnectAll(Targets([&](size_t q) {
+        // (Not this rank's own node: it is not all dead.)
+        return a[q].kind == Handshake::kAccepted && SameNodeAsAny(q, dead) && !SameNodeAsAny(q, {rank_});
+      }), kAnswerMs);
+      for (size_t q = 0; q < a.size(); ++q) {
+        if (again[q].kind == Handshake::kRefused) a[q] = again[q];
+      }
+      dead = Of(a, Handshake::kRefused);
+      // A peer that gave up on a silent host (and exited) is found dead
+      // before that host's window is up: the silence is the likelier cause,
+      // so it comes first.
+      if (!silent.empty() && unreachable_ms > 0) {
+        return RemoteError("rank %d: %s; %s; this collective cannot complete (%s)", rank_,
+                           SilenceText(silent, a, now, false), DeadText(dead), here);
+      }
+      return RemoteError("rank %d: %s; this collective cannot complete. %s", rank_, DeadText(dead), report());
+    }
+    if (lost.empty()) return absl::OkStatus();
+    return RemoteError("rank %d: %s; this collective cannot complete (%s)", rank_, SilenceText(lost, a, now, true),
+                       here);
+  }
+
  private:
+  // The endpoints of the peers `pick` chooses (others: length 0, skipped).
+  template <typename Pick>
+  std::vector<Endpoint> Targets(Pick pick) const {
+    std::vector<Endpoint> to(peers_.size());
+    for (size_t q = 0; q < peers_.size(); ++q) {
+      if (static_cast<int>(q) != rank_ && peers_[q].addr_len != 0 && pick(q)) to[q] = EndpointOf(peers_[q]);
+    }
+    return to;
+  }
+  static std::vector<int> Of(const std::vector<Handshake>& a, Handshake::Kind k) {
+    std::vector<int> out;
+    for (size_t q = 0; q < a.size(); ++q) {
+      if (a[q].kind == k) out.push_back(static_cast<int>(q));
+    }
+    return out;
+  }
+  bool SameNodeAsAny(size_t q, const std::vector<int>& ranks) const {
+    for (int r : ranks) {
+      if (std::strcmp(peers_[q].node, peers_[static_cast<size_t>(r)].node) == 0) return true;
+    }
+    return false;
+  }
+  // The nodes of `ranks`, in order of their first rank there.
+  std::vector<std::string> Nodes(const std::vector<int>& ranks) const {
+    std::vector<std::string> nodes;
+    for (int r : ranks) {
+      const std::string n = peers_[static_cast<size_t>(r)].node;
+      if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+    }
+    return nodes;
+  }
+  // Every rank of this board on `node`.
+  std::vector<int> RanksOn(const std::string& node) const {
+    std::vector<int> out;
+    for (size_t q = 0; q < peers_.size(); ++q) {
+      if (node == peers_[q].node) out.push_back(static_cast<int>(q));
+    }
+    return out;
+  }
+  // "node h1 (ranks 2, 3) is" / "nodes h1 (ranks 2, 3), h3 (rank 5) are":
+  // each node of `ranks` with all of its ranks.
+  std::string NodesText(const std::vector<int>& ranks, bool verb = true) const {
+    const std::vector<std::string> nodes = Nodes(ranks);
+    std::string s = nodes.size() == 1 ? "node " : "nodes ";
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const std::vector<int> on = RanksOn(nodes[i]);
+      absl::StrAppend(&s, i == 0 ? "" : ", ", nodes[i], " (", on.size() == 1 ? "rank " : "ranks ", RankList(on), ")");
+    }
+    if (verb) absl::StrAppend(&s, nodes.size() == 1 ? " is" : " are");
+    return s;
+  }
+  // "node h1 (ranks 2, 3) is unreachable: ..." (`lost`: silent for the
+  // window) or "... has not answered a TCP handshake for 1900 ms ...".
+  std::string SilenceText(const std::vector<int>& ranks, const std::vector<Handshake>& a,
+                          Silence::Clock::time_point now, bool lost) const {
+    const size_t first = static_cast<size_t>(ranks[0]);
+    const int ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(silence_.Silent(first, now)).count());
+    const bool one = Nodes(ranks).size() == 1;
+    std::string text =
+        lost ? absl::StrFormat("%s unreachable: no TCP handshake with %s for %d ms", NodesText(ranks),
+                               one ? "its host" : "their hosts", ms)
+             : absl::StrFormat("%s not answered a TCP handshake for %d ms", NodesText(ranks, false) + (one ? " has" : " have"),
+                               ms);
+    absl::StrAppend(&text, " (the first: ", EndpointOf(peers_[first]).ToString(), ": ",
+                    std::strerror(silence_.FirstErr(first)), ")");
+    bool no_route = true;
+    for (int q : ranks) no_route = no_route && a[static_cast<size_t>(q)].kind == Handshake::kNoRoute;
+    if (no_route) {
+      absl::StrAppend(&text, "; this host has no route to ", one ? "it" : "them", ": this node, ",
+                      NodesText({rank_}, false), ", has lost its own link");
+    }
+    return text;
+  }
+  // The dead ranks, a node whose every rank is dead as one.
+  std::string DeadText(const std::vector<int>& dead) const {
+    std::string s;
+    for (const std::string& node : Nodes(dead)) {
+      std::vector<int> here;
+      for (int r : dead) {
+        if (node == peers_[static_cast<size_t>(r)].node) here.push_back(r);
+      }
+      if (!s.empty()) absl::StrAppend(&s, "; ");
+      if (here == RanksOn(node)) {
+        std::string list;
+        for (int r : here) absl::StrAppend(&list, list.empty() ? "" : ", ", peers_[static_cast<size_t>(r)].pid);
+        absl::StrAppend(&s, here.size() == 1 ? "the process of " : "every process of ", NodesText(here, false),
+                        " is dead (", here.size() == 1 ? "pid " : "pids ", list,
+                        "; that node refused connections to the hang-report channel: the process has exited)");
+        continue;
+      }
+      for (int r : here) {
+        absl::StrAppend(&s, r == here[0] ? "" : "; ", absl::StrFormat("rank %d (%s) is dead (%s)", r, Where(r),
+                                                                       Refusal(peers_[static_cast<size_t>(r)],
+                                                                               ECONNREFUSED)));
+      }
+    }
+    return s;
+  }
+
   static Endpoint EndpointOf(const Contact& c) {
     Endpoint e;
     e.addr = c.addr;
@@ -223,6 +380,8 @@ class TcpBoard final : public Board {
   const int rank_;
   const uint64_t key_;
   const std::vector<Contact> peers_;
+  std::mutex mu_;
+  Silence silence_;
 };
 
 }  // namespace

@@ -14,7 +14,12 @@
 //               soak: 10,000 collectives (all-reduce, broadcast, all-gather,
 //                 reduce-scatter, barrier, in turn; 1,000 warm-up calls
 //                 first), every result checked, and the resident set may not
-//                 grow by more than kSoakGrowthBytes over them.
+//                 grow by more than kSoakGrowthBytes over them;
+//               steps: 1,000 reducer steps and 1,000 shard-group steps
+//                 (soak_steps.h; 100 of each to warm up), every result
+//                 checked, the resident set as flat as for soak.
+//     BACKEND inproc (steps only) runs NP ranks (default 2) as threads of
+//     this one process: fault_rank inproc steps [NP].
 //
 // Each survivor prints "fault_rank R: PASS pid P ..." or "fault_rank R: FAIL why".
 // WEFT_TIMEOUT_MS gives the timeout (faults.py: a few seconds).
@@ -25,6 +30,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -34,6 +40,7 @@
 #include "comm/communicator.h"
 #include "comm/registry.h"
 #include "core/env.h"
+#include "tests/faults/soak_steps.h"
 
 namespace weft {
 namespace {
@@ -124,12 +131,7 @@ constexpr int kSoakWarmup = 1000;
 // leak of 100 bytes per call would be 1 MB).
 constexpr long long kSoakGrowthBytes = 512 << 10;
 
-long long ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  long long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
-}
+using soak::ResidentBytes;
 
 int Soak(std::unique_ptr<Communicator> comm) {
   const int r = comm->rank(), n = comm->size();
@@ -173,12 +175,73 @@ int Soak(std::unique_ptr<Communicator> comm) {
   return Pass(r, std::to_string(kSoakCalls) + " collectives, resident set " + std::to_string(growth) + " bytes");
 }
 
+constexpr int kSteps = 1000;
+constexpr int kStepWarmup = 100;
+
+std::string StepsDone(long long growth) {
+  return std::to_string(kSteps) + " reducer and " + std::to_string(kSteps) + " shard-group steps, resident set " +
+         std::to_string(growth) + " bytes";
+}
+
+int Steps(std::unique_ptr<Communicator> comm) {
+  const int r = comm->rank();
+  soak::StepSoak soak(comm.get());
+  absl::Status s = soak.Create();
+  if (s.ok()) s = soak.Run(kStepWarmup);
+  const long long before = ResidentBytes();
+  if (s.ok()) s = soak.Run(kSteps);
+  if (!s.ok()) return Fail(r, std::string(s.message()));
+  const long long growth = ResidentBytes() - before;
+  if (growth > kSoakGrowthBytes) return Fail(r, "the resident set grew over " + StepsDone(growth));
+  return Pass(r, StepsDone(growth));
+}
+
+// The same with `np` in-process ranks (threads); the resident set is the
+// whole process's, measured between the phases while no rank runs.
+int InProcessSteps(int np) {
+  const BackendFactory* f = FindBackend(Backend::kInProcess);
+  if (f == nullptr || f->init_local == nullptr) return Fail(-1, "no in-process backend");
+  absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> comms = f->init_local(np, CommOptions{});
+  if (!comms.ok()) return Fail(-1, "no in-process world: " + comms.status().ToString());
+  std::vector<std::unique_ptr<soak::StepSoak>> soaks;
+  for (auto& c : *comms) soaks.push_back(std::make_unique<soak::StepSoak>(c.get()));
+  std::vector<absl::Status> status(static_cast<size_t>(np));
+  auto phase = [&](bool create, int steps) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < np; ++r) {
+      threads.emplace_back([&, r] {
+        absl::Status& s = status[static_cast<size_t>(r)];
+        if (s.ok() && create) s = soaks[static_cast<size_t>(r)]->Create();
+        if (s.ok()) s = soaks[static_cast<size_t>(r)]->Run(steps);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  };
+  phase(true, kStepWarmup);
+  const long long before = ResidentBytes();
+  phase(false, kSteps);
+  const long long growth = ResidentBytes() - before;
+  int rc = 0;
+  for (int r = 0; r < np; ++r) {
+    const absl::Status& s = status[static_cast<size_t>(r)];
+    if (!s.ok()) rc |= Fail(r, std::string(s.message()));
+    else if (growth > kSoakGrowthBytes) rc |= Fail(r, "the resident set grew over " + StepsDone(growth));
+    else rc |= Pass(r, StepsDone(growth));
+  }
+  return rc;
+}
+
 int Main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: fault_rank mpi|ucx|auto kill|late|soak\n");
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: fault_rank mpi|ucx|auto kill|late|soak|steps, or fault_rank inproc steps [NP]\n");
     return 2;
   }
   const std::string backend = argv[1], scenario = argv[2];
+  if (backend == "inproc") {
+    const int np = argc > 3 ? std::atoi(argv[3]) : 2;
+    if (scenario != "steps" || np < 1 || np > 64) return Fail(-1, "fault_rank inproc runs steps, 1 to 64 ranks");
+    return InProcessSteps(np);
+  }
   const Backend b = backend == "mpi" ? Backend::kMpi : backend == "ucx" ? Backend::kUcx : Backend::kAuto;
   if (b == Backend::kAuto && backend != "auto") return Fail(-1, "unknown backend " + backend);
   if (b != Backend::kAuto && FindBackend(b) == nullptr) {
@@ -192,6 +255,7 @@ int Main(int argc, char** argv) {
   if (scenario == "kill") return Kill(std::move(*comm));
   if (scenario == "late") return Late(std::move(*comm));
   if (scenario == "soak") return Soak(std::move(*comm));
+  if (scenario == "steps") return Steps(std::move(*comm));
   return Fail((*comm)->rank(), "unknown scenario " + scenario);
 }
 

@@ -2,14 +2,16 @@
 """Fault injection: one world of fault_rank processes, started as a launcher
 would, and what every process printed and left behind.
 
-  faults.py --launcher mpirun|launch --np N --backend mpi|ucx|auto
-            --scenario kill|late|soak [--timeout-ms MS] -- FAULT_RANK [LAUNCH_PY]
+  faults.py --launcher mpirun|launch|none --np N --backend mpi|ucx|auto
+            --scenario kill|late|soak|steps [--timeout-ms MS] -- FAULT_RANK [LAUNCH_PY]
 
 kill: rank 1 kills itself with SIGKILL in the middle of a long all-reduce
 loop; every other rank must print PASS (an error naming rank 1 as dead,
 within the timeout, its communicator destroyed). late: every rank prints
 PASS (the waiting ones checked the hang report). soak: every rank prints
-PASS (10,000 collectives, results checked, resident set flat). Either way no rank's
+PASS (10,000 collectives, results checked, resident set flat). steps: the
+same for 1,000 reducer and 1,000 shard-group steps; --launcher none runs
+them on in-process ranks (threads of one fault_rank). Either way no rank's
 process may outlive the launcher and no shared-memory segment of theirs may
 be left in /dev/shm. mpirun runs with --enable-recovery, so a dead rank does
 not take its job down before the survivors have seen it.
@@ -40,17 +42,19 @@ def rank_processes(exe):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--launcher", choices=["mpirun", "launch"], required=True)
+    p.add_argument("--launcher", choices=["mpirun", "launch", "none"], required=True)
     p.add_argument("--np", type=int, required=True)
     p.add_argument("--backend", default="auto")
-    p.add_argument("--scenario", choices=["kill", "late", "soak"], required=True)
+    p.add_argument("--scenario", choices=["kill", "late", "soak", "steps"], required=True)
     p.add_argument("--timeout-ms", type=int, default=4000)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     a = p.parse_args()
     rest = a.rest[1:] if a.rest[:1] == ["--"] else a.rest
     exe = rest[0]
     env = dict(os.environ, WEFT_TIMEOUT_MS=str(a.timeout_ms), WEFT_HANG_WARN_MS=str(a.timeout_ms // 4))
-    if a.launcher == "mpirun":
+    if a.launcher == "none":
+        cmd = [exe, "inproc", a.scenario, str(a.np)]
+    elif a.launcher == "mpirun":
         cmd = ["mpiexec", "-n", str(a.np), "--oversubscribe", "--enable-recovery", exe, a.backend, a.scenario]
     else:
         cmd = [sys.executable, rest[1], "--np", str(a.np), "--as", "torchrun", "--timeout", "120", "--", exe,

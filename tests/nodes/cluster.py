@@ -17,10 +17,13 @@ WEFT_TEST_DIR as tests/launch/launch.py gives them.
 
 --rate caps each node's link with tbf in both directions (the node's egress
 and the bridge port's egress towards it). --cut takes a node's link down
-after that many seconds; --kill SIGKILLs every rank of a node then. With
-either, --within bounds how long after the fault every surviving rank may
-still run. The run passes when every rank that was not killed exits 0 (in
-time). Everything made is torn down on exit, also on SIGINT/SIGTERM, and a
+after that many seconds; --kill SIGKILLs every rank of a node then, at once
+(one process group per node). With either, --within bounds how long after
+the fault every surviving rank may still run, and --expect-named requires
+every survivor's output to name the faulted node with all its ranks, as
+weft words it ("node weftnode1 (ranks 2, 3)"). The run passes when every
+rank that was not killed exits 0 (in time). Each rank's output goes to a
+file and is printed, prefixed with its rank, once the run ends. Everything made is torn down on exit, also on SIGINT/SIGTERM, and a
 run first removes what a killed earlier run left (by name).
 
 Exit 77 when network namespaces cannot be made here (not root, no
@@ -153,13 +156,37 @@ def node_of(args, rank):
     return rank // args.per_node if args.placement == "block" else rank % args.nodes
 
 
-def start_rank(args, rank, port, scratch):
+def start_rank(args, rank, port, scratch, groups):
     node = node_of(args, rank)
     # Its own UTS namespace gives the node its own hostname; the command is
-    # exec'd throughout, so the rank's pid is the one Popen returns.
+    # exec'd throughout, so the rank's pid is the one Popen returns. A node's
+    # ranks share a process group, so a node is killed in one call.
     wrapped = ["ip", "netns", "exec", node_ns(node), "unshare", "--uts", "sh", "-c",
                f'hostname {node_ns(node)} && exec "$0" "$@"'] + args.cmd
-    return subprocess.Popen(wrapped, env=rank_env(args, rank, node, port, scratch))
+    out = open(os.path.join(scratch, f"rank{rank}.out"), "w")
+    pr = subprocess.Popen(wrapped, env=rank_env(args, rank, node, port, scratch), stdout=out,
+                          stderr=subprocess.STDOUT, process_group=groups.get(node, 0))
+    out.close()
+    groups.setdefault(node, pr.pid)
+    return pr
+
+
+def named(args, node):
+    """How weft names a node and its ranks in an error (comm/p2p/status_channel.cc)."""
+    ranks = [r for r in range(args.nodes * args.per_node) if node_of(args, r) == node]
+    word = "rank" if len(ranks) == 1 else "ranks"
+    return f"node {node_ns(node)} ({word} {', '.join(map(str, ranks))})"
+
+
+def outputs(scratch, np_):
+    texts = []
+    for r in range(np_):
+        try:
+            with open(os.path.join(scratch, f"rank{r}.out"), errors="replace") as f:
+                texts.append(f.read())
+        except OSError:
+            texts.append("")
+    return texts
 
 
 def parse_fault(spec):
@@ -184,6 +211,8 @@ def main():
     g.add_argument("--cut", default=None, help="NODE@SECONDS: take that node's link down then")
     g.add_argument("--kill", default=None, help="NODE@SECONDS: SIGKILL every rank of that node then")
     p.add_argument("--within", type=float, default=None, help="seconds after the fault every survivor must exit")
+    p.add_argument("--expect-named", action="store_true",
+                   help="every survivor's output must name the faulted node and all its ranks")
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     args = p.parse_args()
     args.cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -201,7 +230,7 @@ def main():
     if fault_node is not None and not 0 <= fault_node < args.nodes:
         p.error("the fault's node is not one of --nodes")
 
-    procs, pids = [], []
+    procs, pids, groups = [], [], {}
     scratch = tempfile.mkdtemp(prefix="weft-nodes-")
 
     def on_signal(signum, frame):
@@ -213,7 +242,7 @@ def main():
         setup(args.nodes, args.rate)
         np_ = args.nodes * args.per_node
         for r in range(np_):
-            procs.append(start_rank(args, r, args.port, scratch))
+            procs.append(start_rank(args, r, args.port, scratch, groups))
             pids.append(procs[-1].pid)
         t0 = time.monotonic()
         deadline = t0 + args.timeout
@@ -231,8 +260,7 @@ def main():
                     sh("ip", "link", "set", IFNAME, "down", ns=node_ns(fault_node))
                     print(f"cluster.py: node {fault_node}'s link down at {now - t0:.1f} s", file=sys.stderr)
                 else:
-                    for r in victims:
-                        procs[r].kill()
+                    os.killpg(groups[fault_node], signal.SIGKILL)
                     print(f"cluster.py: killed node {fault_node} (ranks {sorted(victims)}) at {now - t0:.1f} s",
                           file=sys.stderr)
                 faulted = now
@@ -254,7 +282,17 @@ def main():
             print(f"cluster.py: survivors ended {', '.join(after)} s after the fault", file=sys.stderr)
         print(f"cluster.py: {args.nodes} nodes x {args.per_node} ranks exit codes {codes}", file=sys.stderr)
         survivors = [c for r, c in enumerate(codes) if r not in victims]
-        return 0 if all(c == 0 for c in survivors) else 1
+        ok = all(c == 0 for c in survivors)
+        if args.expect_named and fault_node is not None:
+            want = named(args, fault_node)
+            texts = outputs(scratch, np_)
+            unnamed = [r for r in range(np_) if r not in victims and want not in texts[r]]
+            if unnamed:
+                print(f"cluster.py: rank(s) {unnamed} did not name {want!r}", file=sys.stderr)
+                ok = False
+            else:
+                print(f"cluster.py: every survivor named {want!r}", file=sys.stderr)
+        return 0 if ok else 1
     except KeyboardInterrupt as e:
         print(f"cluster.py: interrupted ({e})", file=sys.stderr)
         return 1
@@ -267,6 +305,9 @@ def main():
                 pr.wait()
         for pid in pids:
             remove_segments(pid)
+        for r, text in enumerate(outputs(scratch, len(procs))):
+            for line in text.splitlines():
+                print(f"[{r}] {line}", file=sys.stderr)
         teardown()
         shutil.rmtree(scratch, ignore_errors=True)
 
