@@ -290,6 +290,20 @@ WEFT_API weftResult_t weftStreamQuery(weftStream_t stream) {
   return r == weftSuccess ? pending : r;
 }
 
+WEFT_API weftResult_t weftStreamAddCallback(weftStream_t stream, weftStreamCallback_t fn, void* arg) {
+  return Guard("weftStreamAddCallback", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::HostStream * s, weft::capi::GetStream(stream));
+    if (fn == nullptr) return weft::InvalidArgument("fn is NULL");
+    s->EnqueueCallback([stream, fn, arg](absl::Status st) {
+      // The error becomes the stream thread's last error, as a failed
+      // weftStreamSynchronize would make it the caller's.
+      const weftResult_t r = st.ok() ? weftSuccess : weft::capi::Fail("weftStreamAddCallback", st);
+      fn(stream, r, arg);
+    });
+    return absl::OkStatus();
+  });
+}
+
 WEFT_API weftResult_t weftStreamDestroy(weftStream_t stream) {
   return Guard("weftStreamDestroy", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::HostStream * s, weft::capi::GetStream(stream));

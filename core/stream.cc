@@ -58,6 +58,18 @@ void HostStream::Enqueue(Task task) {
   if (wake) work_cv_.notify_one();
 }
 
+void HostStream::EnqueueCallback(std::function<void(absl::Status)> fn) {
+  Enqueue([this, fn = std::move(fn)]() -> absl::Status {
+    absl::Status error;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      error = std::exchange(first_error_, absl::OkStatus());
+    }
+    fn(std::move(error));
+    return absl::OkStatus();
+  });
+}
+
 // Every waiter lowers wake_at_ to its mark; the worker wakes them all when
 // the least one is reached, and those still short of theirs lower it again.
 void HostStream::WaitDone(std::unique_lock<std::mutex>& lock, uint64_t mark) {

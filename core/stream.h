@@ -39,6 +39,9 @@ class HostStream {
 
   // Never blocks on the work itself. Tasks run in enqueue order.
   void Enqueue(Task task);
+  // A task that takes the first error since the last Synchronize (clearing
+  // it, as Synchronize does) and hands it to `fn`, on the stream's thread.
+  void EnqueueCallback(std::function<void(absl::Status)> fn);
   // Blocks until every task enqueued before the call has run; returns the
   // first error since the last Synchronize and clears it.
   absl::Status Synchronize();

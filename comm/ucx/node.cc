@@ -1,5 +1,8 @@
 #include "comm/ucx/node.h"
 
+#include <poll.h>
+#include <time.h>
+
 #include <cstring>
 
 #include "comm/ucx/pipeline.h"
@@ -34,12 +37,35 @@ absl::StatusOr<Node*> Node::Get() {
 }
 
 absl::Status Node::Init() {
+  // The wakeup feature first: a UCX without it (or whose transports cannot
+  // raise events) still runs, with the engine's naps instead of sleeps.
+  absl::Status s = InitWorker(/*wakeup=*/true);
+  if (!s.ok()) {
+    Log(LogLevel::kInfo, "ucx: no worker with the wakeup feature (%s); waits nap instead", s.ToString());
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    if (context_ != nullptr) ucp_cleanup(context_);
+    worker_ = nullptr;
+    context_ = nullptr;
+    efd_.store(-1);
+    RETURN_IF_ERROR(InitWorker(/*wakeup=*/false));
+  }
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  RETURN_IF_ERROR(CheckUcs(ucp_worker_get_address(worker_, &address, &length), "ucp_worker_get_address"));
+  address_.assign(reinterpret_cast<const char*>(address), length);
+  ucp_worker_release_address(worker_, address);
+  Log(LogLevel::kInfo, "ucx: worker ready, address %d bytes, %s", length,
+      CanSleep() ? "blocking waits sleep on its event fd" : "blocking waits nap");
+  return absl::OkStatus();
+}
+
+absl::Status Node::InitWorker(bool wakeup) {
   ucp_config_t* config = nullptr;
   RETURN_IF_ERROR(CheckUcs(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read"));
   ucp_params_t params;
   std::memset(&params, 0, sizeof(params));
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_TAG;
+  params.features = UCP_FEATURE_TAG | (wakeup ? UCP_FEATURE_WAKEUP : 0);
   const ucs_status_t init = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   RETURN_IF_ERROR(CheckUcs(init, "ucp_init"));
@@ -49,14 +75,61 @@ absl::Status Node::Init() {
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   RETURN_IF_ERROR(CheckUcs(ucp_worker_create(context_, &wp, &worker_), "ucp_worker_create"));
-
-  ucp_address_t* address = nullptr;
-  size_t length = 0;
-  RETURN_IF_ERROR(CheckUcs(ucp_worker_get_address(worker_, &address, &length), "ucp_worker_get_address"));
-  address_.assign(reinterpret_cast<const char*>(address), length);
-  ucp_worker_release_address(worker_, address);
-  Log(LogLevel::kInfo, "ucx: worker ready, address %d bytes", length);
+  if (wakeup) {
+    int fd = -1;
+    RETURN_IF_ERROR(CheckUcs(ucp_worker_get_efd(worker_, &fd), "ucp_worker_get_efd"));
+    efd_.store(fd);
+  }
   return absl::OkStatus();
+}
+
+unsigned Node::Progress() {
+  const unsigned n = ucp_worker_progress(worker_);
+  if (n != 0 && sleepers_ > 0) ucp_worker_signal(worker_);
+  return n;
+}
+
+void Node::Sleep(std::chrono::microseconds limit) {
+  const int fd = efd_.load(std::memory_order_relaxed);
+  if (fd < 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The worker can be armed only once progress finds nothing; what it
+    // finds may be the caller's, so the caller polls again instead.
+    if (Progress() != 0) {
+      ++counts_.busy;
+      return;
+    }
+    const ucs_status_t st = ucp_worker_arm(worker_);
+    if (st == UCS_ERR_BUSY) {  // an event came in between
+      ++counts_.busy;
+      return;
+    }
+    if (st != UCS_OK) {
+      // Not expected once the event fd exists; the wait goes on polling
+      // (bounded, as every wait is, by the caller's timeout).
+      Log(LogLevel::kWarn, "ucx: ucp_worker_arm failed: %s; waits poll", ucs_status_string(st));
+      efd_.store(-1);
+      return;
+    }
+    ++sleepers_;
+  }
+  pollfd p{};
+  p.fd = fd;
+  p.events = POLLIN;
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(limit.count() / 1000000);
+  ts.tv_nsec = static_cast<long>(limit.count() % 1000000) * 1000;
+  const int ready = ppoll(&p, 1, &ts, nullptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  --sleepers_;
+  ++counts_.sleeps;
+  if (ready > 0) ++counts_.woken;
+}
+
+Node::SleepCounts Node::sleep_counts() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
 }
 
 int Node::AddPeer(const std::string& address) {

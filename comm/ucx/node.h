@@ -13,6 +13,12 @@
 // The worker is SERIALIZED: every UCP call holds the node's lock, so host
 // streams of several communicators can drive it from their own threads.
 //
+// A rank that waits under the block policy sleeps on the worker's event fd
+// (UCP's wakeup feature: ucp_worker_arm, then poll), so it costs no CPU and
+// wakes as soon as a message or a completion arrives, where a timed nap
+// would cost a wake-up every nap and up to a nap's latency. Where the
+// transports offer no events, Sleep() is unavailable and the engine naps.
+//
 //   ASSIGN_OR_RETURN(Node* node, Node::Get());
 //   ASSIGN_OR_RETURN(int peer, node->AddPeer(address));  // from the bootstrap
 //   Node::Lock lock(*node);
@@ -22,6 +28,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -52,6 +60,24 @@ class Node {
   };
 
   ucp_worker_h worker() const { return worker_; }
+  // ucp_worker_progress, under Lock. When it completed something while
+  // another thread sleeps on the event fd, that thread is signalled: the
+  // completion may be the one it waits for, and its own events were
+  // consumed by this progress.
+  unsigned Progress();
+  // Whether Sleep() can be woken by the worker's events.
+  bool CanSleep() const { return efd_.load(std::memory_order_relaxed) >= 0; }
+  // Not under Lock. Blocks until the worker has an event or `limit` passed;
+  // returns at once when progress finds something (the caller polls its
+  // requests again either way).
+  void Sleep(std::chrono::microseconds limit);
+  // How Sleep() has ended so far in this process: what a test observes.
+  struct SleepCounts {
+    uint64_t sleeps = 0;  // waits on the event fd
+    uint64_t woken = 0;   // of those, ended by an event before their limit
+    uint64_t busy = 0;    // returned without sleeping: something had arrived
+  };
+  SleepCounts sleep_counts();
   // This worker's address, for the other ranks of a world.
   const std::string& address() const { return address_; }
   // The peer index of the process whose worker has `address` (a new one the
@@ -72,9 +98,14 @@ class Node {
   Node() = default;
   absl::Status Init();
 
+  absl::Status InitWorker(bool wakeup);
+
   std::mutex mu_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
+  std::atomic<int> efd_{-1};  // the worker's event fd; -1 without the wakeup feature (or once arming failed)
+  int sleepers_ = 0;    // threads in Sleep's poll, under mu_
+  SleepCounts counts_;  // under mu_
   std::string address_;
   std::map<std::string, int> peer_of_;  // worker address -> peer index
   std::vector<std::string> addresses_;  // by peer index

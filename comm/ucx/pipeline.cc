@@ -52,7 +52,7 @@ class Runner {
       done_.clear();
       {
         Node::Lock lock(*link_.node);
-        ucp_worker_progress(link_.node->worker());
+        link_.node->Progress();
         for (size_t i = 0; i < slots_.size(); ++i) {
           Slot& sl = slots_[i];
           if (!sl.busy) continue;
@@ -71,11 +71,19 @@ class Runner {
       if (!done_.empty()) {
         backoff_.Progress();
       } else {
-        absl::Status idle = backoff_.Idle();
+        absl::Status idle = Idle();
         if (!idle.ok()) return Describe(idle);
       }
     }
     return absl::OkStatus();
+  }
+
+  // Under the block policy a waiting rank sleeps on the worker's event fd
+  // (node.h) where it has one; Backoff decides when, and naps otherwise.
+  absl::Status Idle() {
+    Node* node = link_.node;
+    if (!node->CanSleep()) return backoff_.Idle();
+    return backoff_.Idle([node](std::chrono::microseconds limit) { node->Sleep(limit); });
   }
 
   // A finished request is freed and its slot cleared; a failed one is an error.
@@ -223,7 +231,7 @@ p2p::Outbox::Wire SendWire(const Link* link) {
   };
   w.test = [link](void* req) -> absl::StatusOr<bool> {
     Node::Lock lock(*link->node);
-    ucp_worker_progress(link->node->worker());
+    link->node->Progress();
     const ucs_status_t st = ucp_request_check_status(req);
     if (st == UCS_INPROGRESS) return false;
     ucp_request_free(req);

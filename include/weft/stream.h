@@ -27,6 +27,21 @@ weftResult_t weftStreamSynchronize(weftStream_t stream);
 /* weftSuccess when everything enqueued has run (and none failed since the
  * last synchronisation), weftInProgress when work is pending. Non-blocking. */
 weftResult_t weftStreamQuery(weftStream_t stream);
+/* A function weftStreamAddCallback runs on the stream's thread. `status` is
+ * the first error of the work enqueued before it since the last
+ * synchronisation (weftSuccess if none): the callback takes it, as a
+ * synchronisation would, and on that thread weftGetLastError() gives its
+ * message. */
+typedef void (*weftStreamCallback_t)(weftStream_t stream, weftResult_t status, void* arg);
+/* Enqueues fn(stream, status, arg) (cudaStreamAddCallback's semantics): it
+ * runs on the stream's thread once everything enqueued before it has run,
+ * and what is enqueued after it waits for it; weftStreamSynchronize returns
+ * after it returned. Non-blocking; any thread. This is how a framework
+ * completes its own handles (futures, events) where the data is ready,
+ * without a thread of its own waiting in weftStreamSynchronize. `fn` must
+ * not synchronise or destroy `stream` (it would wait for itself); it may
+ * issue work on other streams and communicators. */
+weftResult_t weftStreamAddCallback(weftStream_t stream, weftStreamCallback_t fn, void* arg);
 /* Synchronises, then frees the stream. */
 weftResult_t weftStreamDestroy(weftStream_t stream);
 

@@ -5,9 +5,11 @@
 // checks the others against it, stages tensors weft cannot take as they are
 // (non-contiguous ones, a list that must be one buffer) through contiguous
 // temporaries, collects the weft calls, and issues them:
-//  - host: on a host stream of the group's (one per collective in flight), the
-//    Work handed to the completion thread, which synchronises the stream,
-//    copies results out of temporaries, then completes the Work and future;
+//  - host: on a host stream of the group's (one per collective in flight),
+//    followed by a stream callback that copies results out of temporaries,
+//    then completes the Work and its future, on the stream's thread (the
+//    fewest hand-offs: the stream's thread is woken once, and it wakes the
+//    waiter once, as gloo's worker threads do);
 //  - CUDA: through CudaOrder on the communicator's stream, the copies out
 //    enqueued behind the collective, the future completed in stream order.
 // Between startCoalescing and endCoalescing the Ops share one Work, and their
@@ -22,9 +24,7 @@ namespace weft_c10d {
 
 WeftBackend::WeftBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), comms_(store, rank, size, timeout) {
-  completion_ = std::thread([this] { CompletionLoop(); });
-}
+    : c10d::Backend(rank, size), comms_(store, rank, size, timeout) {}
 
 WeftBackend::~WeftBackend() { shutdown(); }
 
@@ -47,26 +47,18 @@ void WeftBackend::Finish(const c10::intrusive_ptr<WeftWork>& work) {
     std::lock_guard<std::mutex> lock(mu_);
     free_streams_.push_back(s);
   };
-  std::lock_guard<std::mutex> lock(mu_);
-  pending_.push_back(work);
-  cv_.notify_one();
-}
-
-// Host work completes in issue order (collectives on one communicator run
-// in that order), so synchronising each stream in turn completes each Work
-// as soon as its collective is done, with that collective's own error (or
-// finds it already drained by a thread in wait()).
-void WeftBackend::CompletionLoop() {
-  for (;;) {
-    c10::intrusive_ptr<WeftWork> work;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-      if (pending_.empty()) return;
-      work = std::move(pending_.front());
-      pending_.pop_front();
-    }
-    work->Drain();
+  // The callback owns a reference until it has run.
+  c10::intrusive_ptr<WeftWork> ref = work;
+  WeftWork* raw = ref.release();
+  weftResult_t r = weftStreamAddCallback(work->stream_, &WeftWork::OnStreamDone, raw);
+  if (r != weftSuccess) {
+    // Not expected for a live stream; the work still completes, here.
+    c10::intrusive_ptr<WeftWork>::reclaim(raw);
+    std::string error = WeftError("weftStreamAddCallback", getRank(), r);
+    weftStreamSynchronize(work->stream_);
+    work->Complete(std::make_exception_ptr(
+        c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, error)));
+    work->release_(work->stream_);
   }
 }
 
@@ -322,17 +314,21 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::barrier(const c10d::BarrierOptions&)
 void WeftBackend::abort() { comms_.Abort(); }
 
 void WeftBackend::shutdown() {
+  std::vector<weftStream_t> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_) return;
     shut_ = true;
-    stop_ = true;
-    cv_.notify_one();
+    streams = all_streams_;
   }
-  if (completion_.joinable()) completion_.join();  // every issued host collective has completed
-  for (weftStream_t s : all_streams_) weftStreamDestroy(s);
-  all_streams_.clear();
-  free_streams_.clear();
+  // Every issued host collective has completed once its stream has
+  // (callbacks included); not under mu_, which the callbacks take.
+  for (weftStream_t s : streams) weftStreamDestroy(s);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    all_streams_.clear();
+    free_streams_.clear();
+  }
   order_.reset();
   comms_.Destroy();
 }

@@ -5,7 +5,9 @@
 // object per process group; each call routes on its tensors' device:
 //  - CPU tensors go to the group's host communicator, enqueued on a weft host
 //    stream (weftStreamCreate), so the call returns before the data moved;
-//    Work::wait blocks until it has, and the future completes then.
+//    a stream callback behind them (weftStreamAddCallback) completes the
+//    Work and its future on the stream's thread as soon as it has, and
+//    Work::wait blocks until then.
 //  - CUDA tensors go to a CUDA communicator made by the group's first CUDA
 //    call, enqueued on its stream after torch's current stream (events, never
 //    a device synchronisation); Work::wait makes the current stream wait.
@@ -16,12 +18,9 @@
 #define WEFT_PYTHON_C10D_BACKEND_H_
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -49,10 +48,10 @@ class WeftWork : public c10d::Work {
   friend class WeftBackend;
   friend class Op;
   void Complete(std::exception_ptr error);  // once the data is there (or failed to get there)
-  // Host work: synchronises its stream and completes, once, on whichever
-  // thread comes first: a thread blocked in wait() (one wake-up fewer than
-  // waiting for the completion thread) or the completion thread.
-  void Drain();
+  // Host work: the stream callback behind its collectives. It holds a
+  // reference to the Work (taken when it was enqueued) and completes it
+  // with the collectives' error, then hands the stream back.
+  static void OnStreamDone(weftStream_t stream, weftResult_t status, void* arg);
 
   const char* op_;
   bool cuda_;
@@ -64,8 +63,6 @@ class WeftWork : public c10d::Work {
   std::vector<std::function<void()>> post_;
   weftStream_t stream_ = nullptr;            // host: the stream it runs on
   std::function<void(weftStream_t)> release_;  // host: hands the stream back to the group
-  std::mutex drain_mu_;
-  bool drained_ = false;
   bool open_ = false;  // a coalesced group before endCoalescing: more may join it
   bool grouped_ = false;  // its calls are in an open weftGroupStart (on the issuing thread)
   int device_ = -1;       // CUDA: the device of a coalesced group
@@ -136,8 +133,8 @@ class WeftBackend : public c10d::Backend {
  private:
   friend class Op;
   weftStream_t LeaseStream();
-  void Finish(const c10::intrusive_ptr<WeftWork>& work);  // host work: to the completion thread
-  void CompletionLoop();
+  // Host work, once its collectives are enqueued: completes on its stream.
+  void Finish(const c10::intrusive_ptr<WeftWork>& work);
   CudaOrder& Order(int device);
   void CheckP2p(const char* op, int peer, int tag);
   weftResult_t EndGroup(WeftWork& work);
@@ -146,15 +143,13 @@ class WeftBackend : public c10d::Backend {
   CommCache comms_;
   uint64_t seq_ = 0;
   // Host streams: one per collective in flight (a stream's thread runs one
-  // collective at a time, in issue order), reused once its work completed.
+  // collective at a time, in issue order), reused once its work completed
+  // (after its future's callbacks: one that issues and waits on another
+  // collective gets another stream, not this one, still busy with it).
   std::mutex mu_;
-  std::condition_variable cv_;
   std::vector<weftStream_t> free_streams_;
   std::vector<weftStream_t> all_streams_;
-  std::deque<c10::intrusive_ptr<WeftWork>> pending_;  // host work in issue order
-  bool stop_ = false;
   bool shut_ = false;
-  std::thread completion_;
   std::unique_ptr<CudaOrder> order_;
   // startCoalescing .. endCoalescing: one Work for every collective between.
   bool coalescing_ = false;

@@ -8,7 +8,7 @@ namespace weft_c10d {
 
 WeftWork::WeftWork(int rank, c10d::OpType type, const char* op, bool cuda, weftComm_t comm)
     : c10d::Work(rank, type), op_(op), cuda_(cuda), comm_(comm) {
-  // Host work: completed by Drain. CUDA work: made by CudaDone, in stream order.
+  // Host work: completed by OnStreamDone. CUDA work: made by CudaDone, in stream order.
   if (!cuda_) future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
 }
 
@@ -25,10 +25,7 @@ bool WeftWork::isSuccess() const {
 bool WeftWork::wait(std::chrono::milliseconds timeout) {
   TORCH_CHECK(!open_, "weft: rank ", rank_, ": wait() on a collective of a coalesced group before endCoalescing "
               "(wait for the Work endCoalescing returns)");
-  if (!cuda_) {
-    if (timeout == ::kNoTimeout && stream_ != nullptr) Drain();
-    return c10d::Work::wait(timeout);
-  }
+  if (!cuda_) return c10d::Work::wait(timeout);  // until OnStreamDone completed it
   synchronize();
   return true;
 }
@@ -45,18 +42,16 @@ c10::intrusive_ptr<c10::ivalue::Future> WeftWork::getFuture() { return future_; 
 
 std::vector<at::Tensor> WeftWork::result() { return outputs_; }
 
-void WeftWork::Drain() {
-  std::lock_guard<std::mutex> lock(drain_mu_);
-  if (drained_) return;
-  drained_ = true;
-  weftResult_t r = weftStreamSynchronize(stream_);
+void WeftWork::OnStreamDone(weftStream_t stream, weftResult_t status, void* arg) {
+  // The reference Finish took for this callback.
+  auto work = c10::intrusive_ptr<WeftWork>::reclaim(static_cast<WeftWork*>(arg));
   std::exception_ptr error;
-  if (r != weftSuccess) {  // this thread's last error is that synchronisation's
-    error = std::make_exception_ptr(
-        c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, WeftError(op_, rank_, r)));
+  if (status != weftSuccess) {  // this thread's last error is the collectives' failure
+    error = std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                                          WeftError(work->op_, work->rank_, status)));
   }
-  release_(stream_);
-  Complete(error);
+  work->Complete(error);
+  work->release_(stream);
 }
 
 void WeftWork::Complete(std::exception_ptr error) {
@@ -69,7 +64,7 @@ void WeftWork::Complete(std::exception_ptr error) {
   }
   post_.clear();
   keep_.clear();
-  finish(error);
+  finish(error);  // wakes wait() before the future's callbacks run
   if (error) {
     future_->setError(error);
   } else {

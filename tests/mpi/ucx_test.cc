@@ -3,6 +3,7 @@
 // one worker, told apart by the id in each message's tag (comm/ucx).
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "comm/registry.h"
 #include "comm/ucx/comm.h"
+#include "comm/ucx/node.h"
 #include "gtest/gtest.h"
 
 namespace weft {
@@ -103,6 +105,38 @@ TEST(Ucx, SplitIdsAreNewAndDestroyIsLocal) {
   auto none = world->Split(-1, 0);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, nullptr);
+}
+
+// Under the block policy a rank waiting for a late peer sleeps on the
+// worker's event fd (ucx/node.h) instead of napping: the receive of rank 0
+// waits 300 ms for rank 1's message, in sleeps on the event fd, and gets it.
+// Point-to-point, so the bytes go over UCX with or without shared memory.
+TEST(Ucx, BlockingWaitSleepsOnTheWorkersEventFd) {
+  if (FindBackend(Backend::kUcx) == nullptr) GTEST_SKIP() << "the UCX backend is not built";
+  CommOptions options;
+  options.wait = WaitPolicy::kBlock;
+  auto made = InitWorld(Backend::kUcx, options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Communicator& world = **made;
+  auto node = ucx::Node::Get();
+  ASSERT_TRUE(node.ok()) << node.status();
+  if (!(*node)->CanSleep()) GTEST_SKIP() << "this UCX build's transports raise no events (ucp_worker_get_efd failed)";
+  std::vector<int32_t> buf(1000);
+  if (world.rank() == 1) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<int32_t>(7 * i + 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_TRUE(world.Send(buf.data(), buf.size(), DataType::kInt32, 0, nullptr).ok());
+  } else if (world.rank() == 0) {
+    const ucx::Node::SleepCounts before = (*node)->sleep_counts();
+    const absl::Status s = world.Recv(buf.data(), buf.size(), DataType::kInt32, 1, nullptr);
+    ASSERT_TRUE(s.ok()) << s;
+    const ucx::Node::SleepCounts after = (*node)->sleep_counts();
+    for (size_t i = 0; i < buf.size(); i += 97) EXPECT_EQ(buf[i], static_cast<int32_t>(7 * i + 1)) << i;
+    // Each sleep lasts at most the engine's longest (2 ms): a 300 ms wait
+    // takes many, and none of them is a nap.
+    EXPECT_GE(after.sleeps - before.sleeps, 10u) << "woken " << after.woken - before.woken;
+  }
+  EXPECT_TRUE(world.Barrier().ok());
 }
 
 }  // namespace
