@@ -9,6 +9,11 @@ retinanet_resnet50_fpn at 512 pixels. No weights are downloaded: the images are 
 one or two boxes of a bright class-coloured square. Each step draws one global batch and each rank trains
 on its slice; the backbone's BatchNorm normalises each rank's own slice (as DDP does without SyncBatchNorm),
 so a run resumes at the world size it was saved at. The only weft line is `init_process_group("weft")`.
+
+`--grad-sum` (DDP communication hooks) tells a backend's float32 summation order from a different result
+(docs/frameworks.md, the RetinaNet row): `fp64` sums the gradients in float64 and rounds once, so the
+average no longer depends on the order the ranks are added in (the reference); `fp32-reversed` gathers
+every rank's bucket and adds them in float32 from the last rank to the first (another order, any backend).
 """
 
 import argparse
@@ -57,10 +62,41 @@ def batch(step, n, side, classes):
     return images, targets
 
 
+def fp64_sum(state, bucket):
+    """A DDP communication hook: the bucket's average, summed in float64 and rounded once."""
+    flat = bucket.buffer()
+    wide = flat.double().div_(dist.get_world_size())  # a power of two: exact
+    done = dist.all_reduce(wide, async_op=True).get_future()
+
+    def narrow(fut):
+        flat.copy_(fut.value()[0])
+        return flat
+    return done.then(narrow)
+
+
+def fp32_reversed_sum(state, bucket):
+    """A DDP communication hook: the bucket's average, added in float32 from the last rank to the first."""
+    flat = bucket.buffer()
+    parts = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, flat.div_(dist.get_world_size()))
+    total = parts[-1].clone()
+    for part in reversed(parts[:-1]):
+        total += part
+    fut = torch.futures.Future()
+    fut.set_result(flat.copy_(total))
+    return fut
+
+
+HOOKS = {"fp32": None, "fp64": fp64_sum, "fp32-reversed": fp32_reversed_sum}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     stacks.add_args(ap, steps=4, global_batch=4, lr=0.01)
     ap.add_argument("--size", default="tiny", choices=("tiny", "full"))
+    ap.add_argument("--grad-sum", default="fp32", choices=tuple(HOOKS),
+                    help="fp64: gradients summed in float64 (the order-independent reference); fp32-reversed: "
+                    "in float32, last rank first")
     args = ap.parse_args()
     _, _, device = stacks.start(args, dist.init_process_group)  # <- "weft": the one weft line
 
@@ -69,6 +105,8 @@ def main():
     model, side = build(args.size, classes)
     model.to(device)
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if HOOKS[args.grad_sum]:
+        ddp.register_comm_hook(None, HOOKS[args.grad_sum])
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     first = stacks.load_torch(args, model, opt, device)
 

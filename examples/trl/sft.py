@@ -87,7 +87,7 @@ def zero3_config(args):
     return {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True},
             "train_micro_batch_size_per_gpu": "auto",
             "train_batch_size": "auto", "gradient_accumulation_steps": "auto", "zero_allow_untested_optimizer": True,
-            "bf16": {"enabled": "auto"}}
+            "bf16": {"enabled": "auto"}, "communication_data_type": args.comm_dtype}
 
 
 def main():
@@ -95,6 +95,9 @@ def main():
     stacks.add_args(ap, steps=6, global_batch=8, lr=1e-3)
     ap.add_argument("--mode", default="ddp", choices=("ddp", "zero3"))
     ap.add_argument("--local_rank", type=int, default=-1, help="set by the deepspeed launcher")
+    ap.add_argument("--comm-dtype", default=None, choices=("fp32", "bf16"),
+                    help="ZeRO-3: DeepSpeed's communication_data_type for gradients (default: the training dtype, "
+                    "bf16); fp32 sums them before any rounding to bf16")
     args = ap.parse_args()
     stacks.check_steps(args)
     stacks.register_weft(args.backend)

@@ -24,10 +24,14 @@ the device, as with torch's DDP over NCCL.
 
 Gradient-as-bucket-view makes each .grad a tensor over the reducer's memory
 (on CUDA, device memory: weft/_devices.py says how) without a copy. It holds
-the reducer, so it stays valid after the wrapper is collected; the buckets
-are rebuilt once, after the first backward, and the adapter then re-wraps
-every .grad: a reference to a .grad taken before that rebuild is to the old
-slot, which the rebuild frees (take them after the first step).
+the reducer, so it stays valid after the wrapper is collected. As in torch,
+gradients are views after the first iteration: the buckets are re-planned
+once, at the end of the first synced backward, so until then each .grad is
+torch's own tensor (averaged in place, through a copy), and only then does
+it become its slot in the final buckets. A .grad taken during or before that
+first backward is torch memory and stays valid, holding that step's average;
+later steps write the new view, not it. Peak memory savings show from the
+second iteration on.
 
 Parameters at construction, and buffers at each forward (broadcast_buffers),
 are rank 0's on every rank: any dtype (bool masks too) and any layout (a
@@ -81,6 +85,9 @@ class DistributedDataParallel(torch.nn.Module):
             gradient_as_bucket_view=gradient_as_bucket_view)
         self._require_sync = True
         self._queued = False
+        # View mode: .grad becomes its bucket slot only once the layout is final (after the one re-plan at
+        # the first synced finalize); a view over a bucket the re-plan frees would dangle in a user's hands.
+        self._views = False
         self._marked = {}  # index -> the gradient tensor handed to the reducer, alive until finalize
         self._accumulators = []
         for i, p in enumerate(self._params):
@@ -138,7 +145,7 @@ class DistributedDataParallel(torch.nn.Module):
             p = self._params[i]
             g = p.grad
             stream = self._hook_stream()
-            if self.gradient_as_bucket_view:
+            if self._views:
                 address, view = self._slot(i)
                 if g.data_ptr() != address:  # first step, or autograd replaced it: adopt the slot
                     view.copy_(g)
@@ -176,14 +183,28 @@ class DistributedDataParallel(torch.nn.Module):
                     continue  # done, or unused everywhere: left as it was
                 _, view = self._slot(i)  # used on another rank: its average lives in the slot
                 if p.grad is None:
-                    p.grad = view if self.gradient_as_bucket_view else view.clone()
+                    p.grad = view if self._views else view.clone()
                 else:
                     p.grad.copy_(view)
-        if self.gradient_as_bucket_view and self.reducer.layout_version != version:
-            # Rebuilt buckets: the old slots are gone, the values were carried over.
+        if self.gradient_as_bucket_view and not self._views:
+            self._adopt_slots()
+        elif self._views and self.reducer.layout_version != version:
+            # The reducer re-plans only at its first synced finalize, where the views are first handed out;
+            # should it ever do so later, the values were carried over into the new slots.
             for i, p in enumerate(self._params):
                 if p.grad is not None:
                     p.grad = self._slot(i)[1]
+
+    def _adopt_slots(self):
+        """The layout is final: each .grad becomes its slot from here on. The tensor a caller may hold
+        keeps its own memory and this step's average; the slot gets a copy."""
+        self._views = True
+        for i, p in enumerate(self._params):
+            if p.grad is not None:
+                address, view = self._slot(i)
+                if p.grad.data_ptr() != address:
+                    view.copy_(p.grad)
+                    p.grad = view
 
 
 # FSDP / ZeRO over shard groups (weft/_fsdp.py).

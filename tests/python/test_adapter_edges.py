@@ -66,6 +66,56 @@ class Lifetimes(unittest.TestCase):
         [(grads, alive)] = on_ranks(1, body)
         self.keeps(grads, alive, "gradient_as_bucket_view gradients")
 
+    def test_bucket_view_gradient_taken_in_the_first_backward_stays_valid(self):
+        # The forward runs the layers in the reverse of their registration, so the first backward's ready
+        # order re-plans the (tiny) buckets and frees the first layout: a .grad taken inside that backward
+        # (here by a hook on the input's gradient, which runs after the later layers' gradients are in) must
+        # not be a view of it.
+        class Reordered(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a, self.b, self.c = nn.Linear(6, 6), nn.Linear(6, 6), nn.Linear(6, 6)
+
+            def forward(self, x):
+                return self.a(torch.tanh(self.b(torch.tanh(self.c(x)))))
+
+        def body(rank, comm):
+            torch.manual_seed(0)
+            model = Reordered()
+            ddp = weft.torch.DistributedDataParallel(model, comm=comm, gradient_as_bucket_view=True,
+                                                     bucket_cap_mb=0.0002, first_bucket_cap_mb=0.0001)
+            version = ddp.reducer.layout_version
+            held = []
+            x = torch.randn(4, 6, generator=torch.Generator().manual_seed(rank)).requires_grad_()
+            x.register_hook(lambda g: held.extend(p.grad for p in model.parameters() if p.grad is not None))
+            ddp(x).square().sum().backward()
+            first = [p.grad.clone() for p in model.parameters()]
+            replanned = ddp.reducer.layout_version != version
+            slots = [ddp.reducer.grad_slot(i)[0] for i in range(len(first))]
+            later = []
+            for step in range(2):
+                for p in model.parameters():
+                    p.grad = None
+                ddp(torch.randn(4, 6)).square().sum().backward()
+                later.append([p.grad.data_ptr() for p in model.parameters()])
+            return held, first, replanned, slots, later
+
+        for rank, (held, first, replanned, slots, later) in enumerate(on_ranks(2, body)):
+            self.assertTrue(replanned, "rank %d: the buckets were not re-planned, so this shows nothing" % rank)
+            self.assertGreater(len(held), 0, "rank %d: the hook saw no .grad in the first backward" % rank)
+            for step in later:  # views after the first iteration, as torch documents
+                self.assertEqual(step, slots, "rank %d: a .grad after the first step is not its bucket slot" % rank)
+            churn()
+            by_ptr = {t.data_ptr(): t for t in held}
+            for t in held:
+                self.assertNotIn(t.data_ptr(), slots, "rank %d: a .grad held from the first backward is a "
+                                 "bucket slot" % rank)
+                # It holds the first step's average: some parameter's first gradient, unchanged by the churn.
+                self.assertTrue(any(t.shape == f.shape and torch.equal(t, f) for f in first),
+                                "rank %d: a .grad held from the first backward no longer holds the first "
+                                "step's average (%s)" % (rank, t.flatten()[:4].tolist()))
+            self.assertEqual(len(by_ptr), len(held))
+
     def test_shard_parameters_keep_their_group(self):
         def body(rank, comm):
             model = weft.torch.FullyShardedDataParallel(mlp(), comm=comm, zero_stage=3)
