@@ -254,6 +254,7 @@ SIGNATURES = {
     "weftShardGroupScatterFullInto": (_R, [_H, _I, ctypes.POINTER(_H), _I, _H]),
     # weft/shard.h: the shard schedule
     "weftShardScheduleCreate": (_R, [_H, ctypes.POINTER(ScheduleConfig), c_void_pp]),
+    "weftShardScheduleCreateCuda": (_R, [_H, ctypes.POINTER(ScheduleConfig), c_void_pp]),
     "weftShardScheduleDestroy": (_R, [_H]),
     "weftShardScheduleDeclareOrder": (_R, [_H, ctypes.POINTER(_H), _I]),
     "weftShardScheduleSetReshardAfterForward": (_R, [_H, _H, _I]),
