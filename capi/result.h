@@ -83,6 +83,11 @@ struct SizedStruct<weftShardGroupConfig_t> {
   static constexpr size_t kSizes[] = {24};
 };
 template <>
+struct SizedStruct<weftKernelConfig_t> {
+  static constexpr const char* kName = "weftKernelConfig_t";
+  static constexpr size_t kSizes[] = {16};
+};
+template <>
 struct SizedStruct<weftShardScheduleConfig_t> {
   static constexpr const char* kName = "weftShardScheduleConfig_t";
   static constexpr size_t kSizes[] = {40, 48};
