@@ -124,6 +124,14 @@ class Config(Struct):
                          cuda_device, 0, 0, 0, checked_int(wait, ctypes.c_int, "wait"), 0)
 
 
+class KernelConfig(Struct):
+    """weftKernelConfig_t (versioned); memory is MEMORY_AUTO (-1), 0 (host) or 1 (cuda)."""
+    _fields_ = [("size", ctypes.c_size_t), ("memory", ctypes.c_int), ("reserved0", ctypes.c_int)]
+
+    def __init__(self, memory=-1):
+        super().__init__(ctypes.sizeof(KernelConfig), memory, 0)
+
+
 class Tensor(Struct):
     """weftTensor_t (plain)."""
     _fields_ = [("data", ctypes.c_void_p), ("count", ctypes.c_size_t), ("dtype", ctypes.c_int)]
@@ -192,6 +200,7 @@ _size_p = ctypes.POINTER(ctypes.c_size_t)
 _float_p = ctypes.POINTER(ctypes.c_float)
 _float_pp = ctypes.POINTER(_float_p)
 _tensor_p = ctypes.POINTER(Tensor)
+_kcfg_p = ctypes.POINTER(KernelConfig)
 SIGNATURES = {
     # weft/types.h
     "weftGetVersion": (_R, [c_int_p]),
@@ -219,12 +228,12 @@ SIGNATURES = {
     "weftBroadcast": (_R, [_H, _H, _SZ, _I, _I, _H, _H]),
     "weftBarrier": (_R, [_H]),
     # weft/kernels.h
-    "weftFlatten": (_R, [_tensor_p, _I, _H, _I, _size_p, _F, _H]),
-    "weftUnflatten": (_R, [_H, _I, _size_p, _tensor_p, _I, _F, _I, _H]),
-    "weftUnscaleCheckFinite": (_R, [_tensor_p, _I, _F, c_int_p, _H]),
-    "weftL2Norm": (_R, [_tensor_p, _I, _float_p, _float_p, _H]),
-    "weftChunkCat": (_R, [_tensor_p, _I, _I, _size_p, _H, _I, _F, _H]),
-    "weftChunkSplit": (_R, [_H, _I, _I, _size_p, _tensor_p, _I, _F, _I, _H]),
+    "weftFlattenEx": (_R, [_tensor_p, _I, _H, _I, _size_p, _F, _kcfg_p, _H]),
+    "weftUnflattenEx": (_R, [_H, _I, _size_p, _tensor_p, _I, _F, _I, _kcfg_p, _H]),
+    "weftUnscaleCheckFiniteEx": (_R, [_tensor_p, _I, _F, c_int_p, _kcfg_p, _H]),
+    "weftL2NormEx": (_R, [_tensor_p, _I, _float_p, _float_p, _kcfg_p, _H]),
+    "weftChunkCatEx": (_R, [_tensor_p, _I, _I, _size_p, _H, _I, _F, _kcfg_p, _H]),
+    "weftChunkSplitEx": (_R, [_H, _I, _I, _size_p, _tensor_p, _I, _F, _I, _kcfg_p, _H]),
     # weft/reducer.h
     "weftReducerCreate": (_R, [_H, _tensor_p, _I, ctypes.POINTER(ReducerConfig), c_void_pp]),
     "weftReducerMarkReady": (_R, [_H, _I, _H, _H]),
