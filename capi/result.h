@@ -65,7 +65,7 @@ struct SizedStruct;
 template <>
 struct SizedStruct<weftConfig_t> {
   static constexpr const char* kName = "weftConfig_t";
-  static constexpr size_t kSizes[] = {32, 40, 48};
+  static constexpr size_t kSizes[] = {32, 40, 48, 56};
 };
 template <>
 struct SizedStruct<weftStore_t> {

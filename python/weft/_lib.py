@@ -117,11 +117,12 @@ class Config(Struct):
     _fields_ = [("size", ctypes.c_size_t), ("backend", ctypes.c_int), ("memory", ctypes.c_int),
                 ("timeout_ms", ctypes.c_int), ("cuda_device", ctypes.c_int), ("segment_bytes", ctypes.c_size_t),
                 ("bootstrap_timeout_ms", ctypes.c_int), ("reserved0", ctypes.c_int),
-                ("wait", ctypes.c_int), ("reserved1", ctypes.c_int)]
+                ("wait", ctypes.c_int), ("reserved1", ctypes.c_int), ("trust_memory", ctypes.c_int),
+                ("reserved2", ctypes.c_int)]
 
     def __init__(self, backend=0, timeout_ms=0, memory=0, cuda_device=-1, wait=0):
         super().__init__(ctypes.sizeof(Config), backend, memory, checked_int(timeout_ms, ctypes.c_int, "timeout_ms"),
-                         cuda_device, 0, 0, 0, checked_int(wait, ctypes.c_int, "wait"), 0)
+                         cuda_device, 0, 0, 0, checked_int(wait, ctypes.c_int, "wait"), 0, 0, 0)
 
 
 class KernelConfig(Struct):

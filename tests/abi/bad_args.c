@@ -37,7 +37,7 @@ static void expect_fail(weftResult_t r, weftResult_t want, const char* needle, i
 #define FAILS(call, want, needle) expect_fail((call), (want), (needle), __LINE__)
 
 /* Frozen ABI: these change only with a new soname. */
-typedef char check_config_size[sizeof(weftConfig_t) == 48 ? 1 : -1];
+typedef char check_config_size[sizeof(weftConfig_t) == 56 ? 1 : -1];
 typedef char check_result_values[(weftInProgress == 9 && weftNumResults == 10) ? 1 : -1];
 typedef char check_type_values[(weftInt64 == 7 && weftBfloat16 == 2) ? 1 : -1];
 typedef char check_op_values[(weftAvg == 4) ? 1 : -1];
@@ -53,7 +53,7 @@ typedef char check_unique_id_size[sizeof(weftUniqueId) == WEFT_UNIQUE_ID_BYTES ?
 /* Versioned structs end without tail padding, so a field appended to one
  * makes it larger and its size stamp names one version (weft/types.h). */
 #define ENDS_FLUSH(T, last) (offsetof(T, last) + sizeof(((T*)0)->last) == sizeof(T))
-typedef char check_config_tail[ENDS_FLUSH(weftConfig_t, reserved1) ? 1 : -1];
+typedef char check_config_tail[ENDS_FLUSH(weftConfig_t, reserved2) ? 1 : -1];
 typedef char check_store_tail[ENDS_FLUSH(weftStore_t, get) ? 1 : -1];
 typedef char check_reducer_config_tail[ENDS_FLUSH(weftReducerConfig_t, names) ? 1 : -1];
 typedef char check_shard_config_tail[ENDS_FLUSH(weftShardGroupConfig_t, reduction) ? 1 : -1];
@@ -62,6 +62,7 @@ typedef char check_kernel_config_tail[ENDS_FLUSH(weftKernelConfig_t, reserved0) 
 /* The historical sizes weft still reads: the field each older version ended before. */
 typedef char check_config_v32[offsetof(weftConfig_t, bootstrap_timeout_ms) == 32 ? 1 : -1];
 typedef char check_config_v40[offsetof(weftConfig_t, wait) == 40 ? 1 : -1];
+typedef char check_config_v48[offsetof(weftConfig_t, trust_memory) == 48 ? 1 : -1];
 typedef char check_schedule_v40[offsetof(weftShardScheduleConfig_t, memory) == 40 ? 1 : -1];
 /* Enum fields and arguments are 32-bit ints (weft/types.h). */
 typedef char check_enum_width[(sizeof(weftResult_t) == 4 && sizeof(weftDataType_t) == 4 && sizeof(weftRedOp_t) == 4 &&
@@ -139,9 +140,9 @@ static void size_stamps(weftComm_t comm) {
   if (c != NULL) EXPECT(weftCommDestroy(c) == weftSuccess);
   cfg.bootstrap_timeout_ms = 0;
   cfg.size = 36;
-  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 36 is not a size weftConfig_t has had (32, 40, 48)");
+  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 36 is not a size weftConfig_t has had (32, 40, 48, 56)");
   cfg.size = 16;
-  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 16 is not a size weftConfig_t has had (32, 40, 48)");
+  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 16 is not a size weftConfig_t has had (32, 40, 48, 56)");
   cfg.size = 40; /* a caller built before wait: the rest is defaulted */
   cfg.wait = (weftWaitPolicy_t)99;
   EXPECT(weftCommInitWorld(&c, &cfg) == weftSuccess);
@@ -149,8 +150,8 @@ static void size_stamps(weftComm_t comm) {
   cfg.size = 48;
   FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->wait = 99 is not a weftWaitPolicy_t (expected 0..3)");
   cfg.wait = weftWaitDefault;
-  cfg.size = 56;
-  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 56 is larger than any size of weftConfig_t");
+  cfg.size = 64;
+  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 64 is larger than any size of weftConfig_t");
   {
     weftStore_t st = WEFT_STORE_INITIALIZER;
     st.set = fail_set;

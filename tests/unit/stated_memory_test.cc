@@ -1,7 +1,8 @@
-// The kernels' Ex entry points with a stated memory kind (weft/kernels.h):
-// a stated kind classifies no pointer, whatever classifier is installed, and
-// gives the results of the calls that classify; what can be told without
-// the driver contradicting it is refused, naming the argument.
+// A stated memory kind classifies no pointer, whatever classifier is
+// installed, and gives the results of the calls that classify: the kernels'
+// Ex entry points (weft/kernels.h) and communicators made with
+// weftConfig_t.trust_memory. What can be told without the driver to
+// contradict a stated kind is refused, naming the argument.
 //
 // The classifiers installed here are fakes that are always asked (as the
 // CUDA module's is once a framework has loaded the driver), so every call
@@ -11,9 +12,11 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/memory.h"
@@ -166,6 +169,59 @@ TEST(StatedMemory, StatedCudaWithoutTheDriverIsRefused) {
       << LastError();
   EXPECT_EQ(in.a[0], 1.0f);
   EXPECT_EQ(g_asked.load(), 0);
+}
+
+// Collectives, sends and receives on two in-process ranks: the communicator's memory, stated with
+// trust_memory = 1, classifies no buffer; without it every buffer is classified (and here, the fake
+// saying "device", refused).
+int HostCollectives(const weftConfig_t* cfg) {
+  weftComm_t comms[2] = {};
+  if (weftCommInitInProcess(comms, 2, cfg) != weftSuccess) return -1;
+  std::atomic<int> failed{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      std::vector<float> x(64, static_cast<float>(r + 1)), y(128, -1.0f);
+      if (weftAllReduce(x.data(), x.data(), 64, weftFloat32, weftSum, comms[r], nullptr) != weftSuccess ||
+          x[63] != 3.0f) {
+        failed.fetch_add(1);
+      }
+      if (weftAllGather(x.data(), y.data(), 64, weftFloat32, comms[r], nullptr) != weftSuccess || y[127] != 3.0f) {
+        failed.fetch_add(1);
+      }
+      if (weftSend(x.data(), 64, weftFloat32, 1 - r, comms[r], nullptr) != weftSuccess ||
+          weftRecv(y.data(), 64, weftFloat32, 1 - r, comms[r], nullptr) != weftSuccess) {
+        failed.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (weftComm_t c : comms) weftCommDestroy(c);
+  return failed.load();
+}
+
+TEST(StatedMemory, TrustedCommunicatorAsksTheClassifierNothing) {
+  Classifier counting(&CountingDevice);
+  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  cfg.trust_memory = 1;
+  EXPECT_EQ(HostCollectives(&cfg), 0) << LastError();
+  EXPECT_EQ(g_asked.load(), 0);
+  // The default classifies, and so refuses what the fake calls device memory.
+  EXPECT_EQ(HostCollectives(nullptr), 6);
+  EXPECT_GT(g_asked.load(), 0);
+}
+
+TEST(StatedMemory, TrustMemoryIsZeroOrOne) {
+  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  EXPECT_EQ(cfg.trust_memory, 0);
+  cfg.trust_memory = 2;
+  weftComm_t comm = nullptr;
+  EXPECT_EQ(weftCommInitInProcess(&comm, 1, &cfg), weftInvalidArgument);
+  EXPECT_NE(LastError().find("config->trust_memory = 2"), std::string::npos) << LastError();
+  // A caller compiled before the field (size 48) gets 0, whatever lies past its struct.
+  cfg.size = offsetof(weftConfig_t, trust_memory);
+  ASSERT_EQ(weftCommInitInProcess(&comm, 1, &cfg), weftSuccess) << LastError();
+  EXPECT_EQ(weftCommDestroy(comm), weftSuccess);
 }
 
 // Last: maps a libcuda (the driver, or the toolkit's stub; loading either
