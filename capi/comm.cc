@@ -40,6 +40,9 @@ absl::StatusOr<weftConfig_t> ReadConfig(const weftConfig_t* config) {
                            weftNumWaitPolicies - 1);
   }
   if (c.timeout_ms < 0) return InvalidArgument("config->timeout_ms = %d is negative", c.timeout_ms);
+  if (c.trust_memory != 0 && c.trust_memory != 1) {
+    return InvalidArgument("config->trust_memory = %d (expected 0 or 1)", c.trust_memory);
+  }
   if (c.bootstrap_timeout_ms < 0) {
     return InvalidArgument("config->bootstrap_timeout_ms = %d is negative", c.bootstrap_timeout_ms);
   }
@@ -55,6 +58,7 @@ CommOptions ToOptions(const weftConfig_t& c) {
   o.cuda_device = c.cuda_device;
   o.bootstrap_timeout_ms = c.bootstrap_timeout_ms;
   o.wait = static_cast<WaitPolicy>(c.wait);
+  o.trust_memory = c.trust_memory != 0;
   return o;
 }
 

@@ -65,7 +65,7 @@ struct SizedStruct;
 template <>
 struct SizedStruct<weftConfig_t> {
   static constexpr const char* kName = "weftConfig_t";
-  static constexpr size_t kSizes[] = {32, 40, 48};
+  static constexpr size_t kSizes[] = {32, 40, 48, 56};
 };
 template <>
 struct SizedStruct<weftStore_t> {
@@ -81,6 +81,11 @@ template <>
 struct SizedStruct<weftShardGroupConfig_t> {
   static constexpr const char* kName = "weftShardGroupConfig_t";
   static constexpr size_t kSizes[] = {24};
+};
+template <>
+struct SizedStruct<weftKernelConfig_t> {
+  static constexpr const char* kName = "weftKernelConfig_t";
+  static constexpr size_t kSizes[] = {16};
 };
 template <>
 struct SizedStruct<weftShardScheduleConfig_t> {

@@ -78,37 +78,63 @@ absl::StatusOr<ShardGroup*> Enter(weftShardSchedule* s, weftShardGroup_t group) 
 
 using weft::capi::Guard;
 
+namespace {
+
+// Both creates, once the config is read: `stream` is a weftStream_t (or
+// NULL) for host memory, a cudaStream_t for CUDA memory.
+absl::Status CreateSchedule(void* stream, const weftShardScheduleConfig_t& cfg, weftShardSchedule_t* schedule) {
+  std::unique_ptr<weft::shard::ScheduleStreams> streams;
+  auto s = std::make_unique<weftShardSchedule>();
+  if (cfg.memory == weftMemoryCuda) {
+    // What the framework computes on (NULL: the legacy default stream).
+    ASSIGN_OR_RETURN(streams, weft::shard::DeviceScheduleStreams(stream));
+  } else {
+    weft::HostStream* hs = nullptr;
+    if (stream != nullptr) {
+      hs = weft::HostStream::Find(stream);
+      if (hs == nullptr) {
+        return weft::InvalidArgument("stream = %p is not a live weft host stream (config->memory = weftMemoryHost; "
+                                     "for groups on CUDA memory use weftShardScheduleCreateCuda with a "
+                                     "cudaStream_t)", stream);
+      }
+      s->stream = static_cast<weftStream_t>(stream);
+    } else {
+      s->own_stream = std::make_unique<weft::HostStream>();
+      hs = s->own_stream.get();
+    }
+    streams = weft::shard::HostScheduleStreams(hs);
+  }
+  s->config = cfg;
+  s->impl = std::make_unique<weft::shard::ShardSchedule>(std::move(streams), weft::capi::Options(s.get()));
+  *schedule = s.release();
+  weft::capi::Live<weftShardSchedule>::Add(*schedule);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 WEFT_API weftResult_t weftShardScheduleCreate(weftStream_t stream, const weftShardScheduleConfig_t* config,
                                               weftShardSchedule_t* schedule) {
   return Guard("weftShardScheduleCreate", [&]() -> absl::Status {
     if (schedule == nullptr) return weft::InvalidArgument("schedule is NULL");
     ASSIGN_OR_RETURN(const auto cfg, weft::capi::ReadScheduleConfig(config));
-    std::unique_ptr<weft::shard::ScheduleStreams> streams;
-    auto s = std::make_unique<weftShardSchedule>();
-    if (cfg.memory == weftMemoryCuda) {
-      // A cudaStream_t: what the framework computes on (NULL: the legacy default stream).
-      ASSIGN_OR_RETURN(streams, weft::shard::DeviceScheduleStreams(static_cast<void*>(stream)));
-    } else {
-      weft::HostStream* hs = nullptr;
-      if (stream != nullptr) {
-        hs = weft::HostStream::Find(stream);
-        if (hs == nullptr) {
-          return weft::InvalidArgument("stream = %p is not a live weft host stream (config->memory = weftMemoryHost; "
-                                       "for groups on CUDA memory set weftMemoryCuda and pass a cudaStream_t)",
-                                       static_cast<void*>(stream));
-        }
-        s->stream = stream;
-      } else {
-        s->own_stream = std::make_unique<weft::HostStream>();
-        hs = s->own_stream.get();
-      }
-      streams = weft::shard::HostScheduleStreams(hs);
+    return CreateSchedule(static_cast<void*>(stream), cfg, schedule);
+  });
+}
+
+WEFT_API weftResult_t weftShardScheduleCreateCuda(void* cuda_stream, const weftShardScheduleConfig_t* config,
+                                                  weftShardSchedule_t* schedule) {
+  return Guard("weftShardScheduleCreateCuda", [&]() -> absl::Status {
+    if (schedule == nullptr) return weft::InvalidArgument("schedule is NULL");
+    weftShardScheduleConfig_t defaults = WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER;
+    defaults.memory = weftMemoryCuda;
+    ASSIGN_OR_RETURN(const auto cfg, weft::capi::ReadScheduleConfig(config != nullptr ? config : &defaults));
+    if (cfg.memory != weftMemoryCuda) {
+      return weft::InvalidArgument("config->memory = %d: weftShardScheduleCreateCuda makes schedules for CUDA "
+                                   "memory (weftMemoryCuda = %d); for host memory use weftShardScheduleCreate",
+                                   weft::capi::EnumValue(cfg.memory), static_cast<int>(weftMemoryCuda));
     }
-    s->config = cfg;
-    s->impl = std::make_unique<weft::shard::ShardSchedule>(std::move(streams), weft::capi::Options(s.get()));
-    *schedule = s.release();
-    weft::capi::Live<weftShardSchedule>::Add(*schedule);
-    return absl::OkStatus();
+    return CreateSchedule(cuda_stream, cfg, schedule);
   });
 }
 

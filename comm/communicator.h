@@ -48,6 +48,7 @@ struct CommOptions {
   int cuda_device = -1;
   int bootstrap_timeout_ms = 0;  // resolved: > 0 after ResolveOptions
   WaitPolicy wait = WaitPolicy::kDefault;  // resolved from WEFT_WAIT; kDefault: the backend's choice
+  bool trust_memory = false;  // every buffer is of `memory` (weftConfig_t.trust_memory): CheckBuffer classifies none
 };
 
 // Fills the zero fields of `o` from the environment (core/env.h).

@@ -229,7 +229,7 @@ absl::Status OverlapCheck::Check() {
 }
 
 void MemoryCheck::Add(const char* what, long index, const void* p) {
-  if (p == nullptr) return;
+  if (p == nullptr || stated_.has_value()) return;
   switch (ClassifyPointer(p)) {
     case PointerKind::kHost:
       if (host_.p == nullptr) host_ = {what, index, p};
@@ -256,16 +256,25 @@ void MemoryCheck::AddList(const SegmentList& list) {
   if (!list.segments.empty()) Add(list.flat_label, -1, list.flat);
 }
 
-absl::StatusOr<MemKind> CheckSegments(const SegmentList& list) {
+absl::StatusOr<MemKind> CheckSegments(const SegmentList& list, std::optional<MemKind> stated) {
   OverlapCheck overlap;
   overlap.AddList(list);
   RETURN_IF_ERROR(overlap.Check());
-  MemoryCheck memory;
+  MemoryCheck memory(stated);
   memory.AddList(list);
   return memory.Kind();
 }
 
 absl::StatusOr<MemKind> MemoryCheck::Kind() const {
+  if (stated_.has_value()) {
+    // A CUDA pointer exists only once something loaded the driver; asking
+    // whether one did costs no driver call (core/memory.h).
+    if (*stated_ == MemKind::kCuda && !CudaDriverLoaded()) {
+      return InvalidArgument("config->memory = weftMemoryCuda, but no CUDA driver is loaded in this process, so no "
+                             "pointer can be CUDA memory");
+    }
+    return *stated_;
+  }
   if (host_.p != nullptr && device_.p != nullptr) {
     return InvalidArgument("mixed memory kinds: %s = %p is host memory but %s = %p is CUDA device memory",
                            Label(host_.what, host_.index), host_.p, Label(device_.what, device_.index), device_.p);

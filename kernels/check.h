@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,9 +71,13 @@ class OverlapCheck {
   std::vector<Range>& writes_;
 };
 
-// The memory kind shared by every pointer of a call (kernels/kernels.h "Memory").
+// The memory kind shared by every pointer of a call (kernels/kernels.h
+// "Memory"). With a kind the caller stated, no pointer is classified (that
+// is what stating it is for): Add does nothing, and Kind() returns the
+// stated kind after the checks that need no driver call.
 class MemoryCheck {
  public:
+  explicit MemoryCheck(std::optional<MemKind> stated = std::nullopt) : stated_(stated) {}
   void Add(const char* what, long index, const void* p);
   void AddList(const SegmentList& list);
   // kHost when no pointer was added.
@@ -84,14 +89,15 @@ class MemoryCheck {
     long index = 0;
     const void* p = nullptr;
   };
+  std::optional<MemKind> stated_;
   Pointer host_, device_;  // the first of each kind
   bool managed_ = false;
 };
 
 // The checks a copy-like kernel makes once its segments are listed: no write
-// overlaps another write or a read, and every pointer is of one memory kind,
-// which is returned.
-absl::StatusOr<MemKind> CheckSegments(const SegmentList& list);
+// overlaps another write or a read, and every pointer is of one memory kind
+// (found from the pointers, or `stated`), which is returned.
+absl::StatusOr<MemKind> CheckSegments(const SegmentList& list, std::optional<MemKind> stated = std::nullopt);
 
 }  // namespace kernels
 }  // namespace weft

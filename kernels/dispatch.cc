@@ -26,13 +26,14 @@ absl::Status RunOnHost(const char* kernel, void* stream, std::function<void()> w
 }
 
 absl::StatusOr<const DeviceKernels*> DeviceFor(const char* kernel, void* stream) {
-  const DeviceKernels* dk = GetDeviceKernels();
-  if (dk == nullptr) {
-    return Unsupported("%s: the buffers are in CUDA memory, but this build of weft has no device kernels", kernel);
-  }
+  // The wrong stream first: it is the caller's mistake in any build.
   if (stream != nullptr && HostStream::Find(stream) != nullptr) {
     return InvalidArgument("%s: stream = %p is a weft host stream, but the buffers are in CUDA memory (pass a "
                            "cudaStream_t)", kernel, stream);
+  }
+  const DeviceKernels* dk = GetDeviceKernels();
+  if (dk == nullptr) {
+    return Unsupported("%s: the buffers are in CUDA memory, but this build of weft has no device kernels", kernel);
   }
   return dk;
 }

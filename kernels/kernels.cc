@@ -16,10 +16,10 @@ namespace {
 
 // `list` is this thread's scratch (see Plan*): consumed before returning.
 absl::Status RunCopy(const char* kernel, const absl::Status& planned, SegmentList& list, float scale,
-                     bool accumulate, void* stream) {
+                     bool accumulate, void* stream, std::optional<MemKind> memory) {
   if (!planned.ok()) return Annotate(planned, kernel);
   if (list.total == 0) return absl::OkStatus();
-  absl::StatusOr<MemKind> kind = CheckSegments(list);
+  absl::StatusOr<MemKind> kind = CheckSegments(list, memory);
   if (!kind.ok()) return Annotate(kind.status(), kernel);
   if (*kind == MemKind::kCuda) {
     ASSIGN_OR_RETURN(const DeviceKernels* dk, DeviceFor(kernel, stream));
@@ -59,36 +59,39 @@ absl::Status MathTensors(absl::Span<const TensorRef> tensors, OverlapCheck& over
 }  // namespace
 
 absl::Status Flatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, const size_t* offsets,
-                     float scale, void* stream) {
+                     float scale, void* stream, std::optional<MemKind> memory) {
   SegmentList& list = ThreadList();
-  return RunCopy("flatten", PlanFlatten(srcs, dst, dst_t, offsets, list), list, scale, false, stream);
+  return RunCopy("flatten", PlanFlatten(srcs, dst, dst_t, offsets, list), list, scale, false, stream, memory);
 }
 
 absl::Status Unflatten(const void* src, DataType src_t, const size_t* offsets, absl::Span<const TensorRef> dsts,
-                       float scale, bool accumulate, void* stream) {
+                       float scale, bool accumulate, void* stream, std::optional<MemKind> memory) {
   SegmentList& list = ThreadList();
-  return RunCopy("unflatten", PlanUnflatten(src, src_t, offsets, dsts, list), list, scale, accumulate, stream);
+  return RunCopy("unflatten", PlanUnflatten(src, src_t, offsets, dsts, list), list, scale, accumulate, stream,
+                 memory);
 }
 
 absl::Status ChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts, void* dst,
-                      DataType dst_t, float scale, void* stream) {
+                      DataType dst_t, float scale, void* stream, std::optional<MemKind> memory) {
   SegmentList& list = ThreadList();
-  return RunCopy("chunk_cat", PlanChunkCat(srcs, world, chunk_counts, dst, dst_t, list), list, scale, false, stream);
+  return RunCopy("chunk_cat", PlanChunkCat(srcs, world, chunk_counts, dst, dst_t, list), list, scale, false, stream,
+                 memory);
 }
 
 absl::Status ChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
-                        absl::Span<const TensorRef> dsts, float scale, bool accumulate, void* stream) {
+                        absl::Span<const TensorRef> dsts, float scale, bool accumulate, void* stream,
+                        std::optional<MemKind> memory) {
   SegmentList& list = ThreadList();
   return RunCopy("chunk_split", PlanChunkSplit(src, src_t, world, chunk_counts, dsts, list), list, scale,
-                 accumulate, stream);
+                 accumulate, stream, memory);
 }
 
 absl::Status UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_scale, int* found_inf,
-                                void* stream) {
+                                void* stream, std::optional<MemKind> stated) {
   constexpr const char* kKernel = "unscale_check_finite";
   if (found_inf == nullptr) return InvalidArgument("%s: found_inf is NULL", kKernel);
   OverlapCheck overlap;
-  MemoryCheck memory;
+  MemoryCheck memory(stated);
   RETURN_IF_ERROR(Annotate(MathTensors(tensors, overlap, memory, /*written=*/true), kKernel));
   overlap.Write("found_inf", -1, found_inf, sizeof(int));
   RETURN_IF_ERROR(Annotate(overlap.Check(), kKernel));
@@ -109,11 +112,12 @@ absl::Status UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_s
                    });
 }
 
-absl::Status L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* total, void* stream) {
+absl::Status L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* total, void* stream,
+                    std::optional<MemKind> stated) {
   constexpr const char* kKernel = "l2_norm";
   if (total == nullptr) return InvalidArgument("%s: total is NULL", kKernel);
   OverlapCheck overlap;
-  MemoryCheck memory;
+  MemoryCheck memory(stated);
   RETURN_IF_ERROR(Annotate(MathTensors(tensors, overlap, memory, /*written=*/false), kKernel));
   overlap.Write("norms", -1, norms, tensors.size() * sizeof(float));
   overlap.Write("total", -1, total, sizeof(float));

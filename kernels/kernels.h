@@ -34,11 +34,14 @@
 // runs on the device). `stream`: host memory: nullptr (synchronous) or a
 // HostStream* (enqueued; buffers must stay valid until it is synchronised);
 // CUDA memory: a cudaStream_t, and found_inf, norms and total are device
-// pointers. Errors name the offending argument and its value.
+// pointers. `memory`: the kind the caller states (weftFlattenEx & co.), so
+// that no pointer is classified; nullopt finds it from the pointers. Errors
+// name the offending argument and its value.
 #ifndef WEFT_KERNELS_KERNELS_H_
 #define WEFT_KERNELS_KERNELS_H_
 
 #include <cstddef>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -51,11 +54,11 @@ namespace kernels {
 // dst[offsets[i] + j] = convert(dst_t, scale * srcs[i][j]); offsets == nullptr packs back to back.
 // `stream`: host memory: nullptr (synchronous) or a HostStream*; CUDA memory: a cudaStream_t.
 absl::Status Flatten(absl::Span<const TensorRef> srcs, void* dst, DataType dst_t, const size_t* offsets,
-                     float scale, void* stream);
+                     float scale, void* stream, std::optional<MemKind> memory = std::nullopt);
 
 // dsts[i][j] = convert(dsts[i].dtype, scale * src[offsets[i] + j]) (+= old value when accumulate).
 absl::Status Unflatten(const void* src, DataType src_t, const size_t* offsets, absl::Span<const TensorRef> dsts,
-                       float scale, bool accumulate, void* stream);
+                       float scale, bool accumulate, void* stream, std::optional<MemKind> memory = std::nullopt);
 
 // FSDP2's chunk_cat, the input of a reduce-scatter: rank r's slab holds chunk
 // r of every tensor, consecutively, zero-padded. With
@@ -65,24 +68,26 @@ absl::Status Unflatten(const void* src, DataType src_t, const size_t* offsets, a
 // where r * chunk[i] + k < srcs[i].count, and +0 elsewhere (k < chunk[i]).
 // chunk_counts[i] * world must cover srcs[i].count.
 absl::Status ChunkCat(absl::Span<const TensorRef> srcs, int world, const size_t* chunk_counts, void* dst,
-                      DataType dst_t, float scale, void* stream);
+                      DataType dst_t, float scale, void* stream, std::optional<MemKind> memory = std::nullopt);
 
 // The inverse, the copy-out of an all-gather of such slabs into full tensors:
 // dsts[i][r * chunk[i] + k] = convert(dsts[i].dtype, scale * src[r * S + base[i] + k])
 // (+= old value when accumulate) for every element of dsts[i]; padding is not read.
 absl::Status ChunkSplit(const void* src, DataType src_t, int world, const size_t* chunk_counts,
-                        absl::Span<const TensorRef> dsts, float scale, bool accumulate, void* stream);
+                        absl::Span<const TensorRef> dsts, float scale, bool accumulate, void* stream,
+                        std::optional<MemKind> memory = std::nullopt);
 
 // Every element = convert(t, x * inv_scale) in place (in float32); *found_inf
 // = 1 if any result is inf or NaN, left unchanged otherwise (so several calls
 // can share one flag, as torch's GradScaler does).
 absl::Status UnscaleCheckFinite(absl::Span<const TensorRef> tensors, float inv_scale, int* found_inf,
-                                void* stream);
+                                void* stream, std::optional<MemKind> memory = std::nullopt);
 
 // L2 norm of each tensor (into norms[i]; norms may be nullptr) and of all of
 // them together (*total), accumulated in float64 with the fixed blocking of
 // kernels/types.h: the same bits on every run and thread count.
-absl::Status L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* total, void* stream);
+absl::Status L2Norm(absl::Span<const TensorRef> tensors, float* norms, float* total, void* stream,
+                    std::optional<MemKind> memory = std::nullopt);
 
 }  // namespace kernels
 }  // namespace weft

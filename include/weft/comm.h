@@ -32,7 +32,7 @@ typedef enum {
 } weftWaitPolicy_t;
 
 /* Versioned (weft/types.h, "Structs"); sizes accepted: 32 (before
- * bootstrap_timeout_ms), 40 (before wait) and 48. */
+ * bootstrap_timeout_ms), 40 (before wait), 48 (before trust_memory) and 56. */
 typedef struct {
   size_t size;
   weftBackend_t backend;    /* weftBackendAuto */
@@ -45,11 +45,18 @@ typedef struct {
                                0: $WEFT_BOOTSTRAP_TIMEOUT_MS or 300000 */
   int reserved0;            /* 0; ignored (fills what would be padding) */
   weftWaitPolicy_t wait;    /* how host backends wait for peers; weftWaitDefault: see above */
-  int reserved1;            /* 0; ignored (fills the tail: the next field makes the struct larger) */
+  int reserved1;            /* 0; ignored (fills what would be padding) */
+  int trust_memory;         /* 0: every call asks which memory each buffer is in and refuses one of the other kind
+                               than `memory` (once the CUDA driver is loaded in the process, that is a
+                               cudaPointerGetAttributes per buffer); 1: the caller states that every buffer given
+                               to this communicator's collectives, sends and receives is of `memory`, and no pointer
+                               is classified (a buffer of the other kind is then undefined behaviour, as in NCCL);
+                               inherited by weftCommSplit */
+  int reserved2;            /* 0; ignored (fills the tail: the next field makes the struct larger) */
 } weftConfig_t;
 
 #define WEFT_CONFIG_INITIALIZER \
-  { sizeof(weftConfig_t), weftBackendAuto, weftMemoryHost, 0, -1, 0, 0, 0, weftWaitDefault, 0 }
+  { sizeof(weftConfig_t), weftBackendAuto, weftMemoryHost, 0, -1, 0, 0, 0, weftWaitDefault, 0, 0, 0 }
 
 /* Passing this as `color` to weftCommSplit leaves the caller out: *newcomm is NULL. */
 #define WEFT_SPLIT_NOCOLOR (-1)

@@ -74,6 +74,53 @@ weftResult_t weftChunkCat(const weftTensor_t* srcs, int n, int world, const size
 weftResult_t weftChunkSplit(const void* src, weftDataType_t src_dtype, int world, const size_t* chunk_counts,
                             const weftTensor_t* dsts, int n, float scale, int accumulate, void* stream);
 
+/* The same calls with the caller stating the memory kind, so that no
+ * pointer is classified: the calls above find host or CUDA memory from each
+ * tensor's pointer (cudaPointerGetAttributes once the CUDA driver is loaded
+ * in the process, a driver call per tensor), which a framework that knows
+ * where its tensors live (torch's tensor.device) need not pay for.
+ *
+ * config->memory is an int:
+ *   WEFT_MEMORY_AUTO (-1)  find the kind from the pointers, as the calls above do;
+ *   weftMemoryHost (0)     every pointer of the call is host memory;
+ *   weftMemoryCuda (1)     every pointer is CUDA memory (device or managed).
+ * A stated kind is trusted: weft does not ask the driver about any pointer,
+ * so a pointer of the other kind is undefined behaviour, as a wrong pointer
+ * is in NCCL. What weft can tell without asking the driver it refuses,
+ * with weftInvalidArgument naming the argument: weftMemoryCuda while no CUDA
+ * driver is loaded in the process (no pointer can be CUDA memory then),
+ * weftMemoryHost with a `stream` that is not NULL or a weftStream_t, and
+ * weftMemoryCuda with a weftStream_t. Any other value of config->memory is
+ * weftInvalidArgument naming it. `config` NULL is WEFT_KERNEL_CONFIG_INITIALIZER.
+ * Everything else (arguments, checks, results, `stream`) is as for the call
+ * without Ex. */
+#define WEFT_MEMORY_AUTO (-1)
+
+/* Versioned (weft/types.h, "Structs"); size accepted: 16. */
+typedef struct {
+  size_t size;   /* set by the initializer */
+  int memory;    /* WEFT_MEMORY_AUTO, weftMemoryHost or weftMemoryCuda (an int, not the enum: it holds -1) */
+  int reserved0; /* 0; ignored (fills the tail: the next field makes the struct larger) */
+} weftKernelConfig_t;
+
+#define WEFT_KERNEL_CONFIG_INITIALIZER \
+  { sizeof(weftKernelConfig_t), WEFT_MEMORY_AUTO, 0 }
+
+weftResult_t weftFlattenEx(const weftTensor_t* srcs, int n, void* dst, weftDataType_t dst_dtype,
+                           const size_t* offsets, float scale, const weftKernelConfig_t* config, void* stream);
+weftResult_t weftUnflattenEx(const void* src, weftDataType_t src_dtype, const size_t* offsets,
+                             const weftTensor_t* dsts, int n, float scale, int accumulate,
+                             const weftKernelConfig_t* config, void* stream);
+weftResult_t weftUnscaleCheckFiniteEx(const weftTensor_t* tensors, int n, float inv_scale, int* found_inf,
+                                      const weftKernelConfig_t* config, void* stream);
+weftResult_t weftL2NormEx(const weftTensor_t* tensors, int n, float* norms, float* total,
+                          const weftKernelConfig_t* config, void* stream);
+weftResult_t weftChunkCatEx(const weftTensor_t* srcs, int n, int world, const size_t* chunk_counts, void* dst,
+                            weftDataType_t dst_dtype, float scale, const weftKernelConfig_t* config, void* stream);
+weftResult_t weftChunkSplitEx(const void* src, weftDataType_t src_dtype, int world, const size_t* chunk_counts,
+                              const weftTensor_t* dsts, int n, float scale, int accumulate,
+                              const weftKernelConfig_t* config, void* stream);
+
 /* Copy plans: a flatten or unflatten of a fixed tensor list, checked once and
  * executed many times (a DDP bucket's fill and copy-out, every step). Create
  * takes the arguments of weftFlatten / weftUnflatten less scale and stream,

@@ -195,9 +195,9 @@ weftResult_t weftShardGroupScatterFullInto(weftShardGroup_t group, int root, con
  * Both are called on the thread calling the schedule, inside its calls,
  * never on the stream's thread.
  *
- * CUDA memory (config memory = weftMemoryCuda): `stream` is the
- * cudaStream_t the framework computes on (cast: (weftStream_t)s; NULL: the
- * legacy default stream). The schedule enqueues its gathers and reductions
+ * CUDA memory (config memory = weftMemoryCuda): create the schedule with
+ * weftShardScheduleCreateCuda, which takes the cudaStream_t the framework
+ * computes on as it is (NULL: the legacy default stream). The schedule enqueues its gathers and reductions
  * on a stream of its own on the groups' device; "returns when gathered"
  * becomes "the caller's stream waits for the gather" (an event: the host does
  * not wait); the schedule's stream waits for the caller's before it gathers
@@ -229,20 +229,31 @@ typedef struct {
   weftShardAcquireFn acquire; /* NULL: weft's pool; else acquire and release are both set */
   weftShardReleaseFn release;
   void* user;                 /* passed to acquire and release */
-  weftMemoryKind_t memory;    /* weftMemoryHost: groups on host memory, `stream` a weftStream_t;
-                                 weftMemoryCuda: groups on CUDA memory, `stream` a cudaStream_t */
+  weftMemoryKind_t memory;    /* weftMemoryHost: groups on host memory (weftShardScheduleCreate);
+                                 weftMemoryCuda: groups on CUDA memory (weftShardScheduleCreateCuda) */
   int reserved0;              /* 0; ignored (fills the tail: the next field makes the struct larger) */
 } weftShardScheduleConfig_t;
 
 #define WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER \
   { sizeof(weftShardScheduleConfig_t), 1, 1, NULL, NULL, NULL, weftMemoryHost, 0 }
 
-/* Host memory: `stream` is the weftStream_t the gathers and reductions are
- * enqueued on; NULL: a stream of the schedule's own. CUDA memory: the
- * caller's cudaStream_t (see above); a weftStream_t is refused. `config` may
- * be NULL. Local. */
+/* A schedule for groups on host memory: `stream` is the weftStream_t the
+ * gathers and reductions are enqueued on; NULL: a stream of the schedule's
+ * own; anything else is weftInvalidArgument naming `stream`. `config` may be
+ * NULL. Local. (With config->memory = weftMemoryCuda it takes a cudaStream_t
+ * cast to weftStream_t, as weftShardScheduleCreateCuda does; that form is
+ * kept for callers written before the latter.) */
 weftResult_t weftShardScheduleCreate(weftStream_t stream, const weftShardScheduleConfig_t* config,
                                      weftShardSchedule_t* schedule);
+/* A schedule for groups on CUDA memory: `cuda_stream` is the caller's
+ * cudaStream_t (see above; NULL: the legacy default stream), passed without
+ * a cast; a weftStream_t is weftInvalidArgument naming `stream`. `config`
+ * NULL is WEFT_SHARD_SCHEDULE_CONFIG_INITIALIZER with memory = weftMemoryCuda;
+ * a config with another memory is weftInvalidArgument naming config->memory.
+ * weftUnsupported in a build without CUDA or on a machine without a device.
+ * Local. */
+weftResult_t weftShardScheduleCreateCuda(void* cuda_stream, const weftShardScheduleConfig_t* config,
+                                         weftShardSchedule_t* schedule);
 /* Waits for its stream (unless that was destroyed already), returns acquired
  * buffers through release. Groups gathered into the pool stay gathered until
  * weftShardGroupReshard. Local. */

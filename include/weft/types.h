@@ -18,11 +18,30 @@
  *    several threads (as in NCCL); serialise them, or split the communicator.
  *    weftGetLastError, weftGetErrorString and weftGetVersion may be called from
  *    any thread at any time.
- *  - Streams. For CUDA memory, `stream` is a cudaStream_t and the call is
- *    enqueued on it, exactly as in NCCL; the call returns once enqueued. For
- *    host memory, `stream` is NULL (the call blocks until its result is in the
- *    output buffers) or a weftStream_t from weftStreamCreate (the call is
- *    enqueued and returns at once; see weft/stream.h).
+ *  - Streams. A `void* stream` argument means one of three things:
+ *      NULL          blocking: the call returns when its result is in the
+ *                    output buffers (CUDA memory: the legacy default stream);
+ *      weftStream_t  a weft host stream (weft/stream.h): enqueued, returns at once;
+ *      cudaStream_t  a CUDA stream: enqueued on it, as in NCCL; returns once enqueued.
+ *    Which of them an entry point takes follows from the memory it works on:
+ *      collectives, send/recv, groups    the communicator's memory kind:
+ *                                        host: NULL or a weftStream_t; CUDA: a cudaStream_t
+ *      kernels, weftCopyPlanExecute      the kind of the buffers (found, or
+ *                                        stated with the Ex calls): as for collectives
+ *      weftShardGroup* with a stream     the group's communicator's kind: as for collectives
+ *      weftReducerMarkReady/Finalize     host: NULL only (the reducer has a stream of
+ *                                        its own); CUDA: a cudaStream_t
+ *      weftShardScheduleCreate           a weftStream_t or NULL (host memory)
+ *      weftShardScheduleCreateCuda       a cudaStream_t or NULL (CUDA memory)
+ *      weftStreamSynchronize/Query/Destroy  a weftStream_t, never NULL
+ *    A stream of the wrong kind is refused with weftInvalidArgument naming
+ *    `stream` wherever weft can tell: every live weftStream_t is registered,
+ *    so a pointer that is not one (a cudaStream_t given where a host stream
+ *    is expected, a destroyed stream, garbage) is refused without being
+ *    dereferenced, and a weftStream_t given where a cudaStream_t is expected
+ *    is refused too. A cudaStream_t cannot be told from other pointers
+ *    without the CUDA runtime: one that is not a live stream is the CUDA
+ *    runtime's error, as in NCCL.
  *  - Ordering. Collectives on one communicator execute in the order they were
  *    issued, across all streams, and every rank must issue the same
  *    collectives on a communicator in the same order (NCCL's rule).
@@ -96,9 +115,9 @@ typedef struct weftStream* weftStream_t;
 /* Structs. Two kinds cross this ABI.
  *
  * Versioned structs are read by weft from its caller, and size-stamped:
- * weftConfig_t and weftStore_t (weft/comm.h), weftReducerConfig_t
- * (weft/reducer.h), weftShardGroupConfig_t and weftShardScheduleConfig_t
- * (weft/shard.h). Each begins with `size_t size`, which its _INITIALIZER
+ * weftConfig_t and weftStore_t (weft/comm.h), weftKernelConfig_t
+ * (weft/kernels.h), weftReducerConfig_t (weft/reducer.h),
+ * weftShardGroupConfig_t and weftShardScheduleConfig_t (weft/shard.h). Each begins with `size_t size`, which its _INITIALIZER
  * macro sets to sizeof the struct in the header the caller was compiled
  * against: always start from the initializer. Each is laid out without tail
  * padding (a `reserved` field fills what would be padding; the initializer

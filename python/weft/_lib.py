@@ -117,11 +117,20 @@ class Config(Struct):
     _fields_ = [("size", ctypes.c_size_t), ("backend", ctypes.c_int), ("memory", ctypes.c_int),
                 ("timeout_ms", ctypes.c_int), ("cuda_device", ctypes.c_int), ("segment_bytes", ctypes.c_size_t),
                 ("bootstrap_timeout_ms", ctypes.c_int), ("reserved0", ctypes.c_int),
-                ("wait", ctypes.c_int), ("reserved1", ctypes.c_int)]
+                ("wait", ctypes.c_int), ("reserved1", ctypes.c_int), ("trust_memory", ctypes.c_int),
+                ("reserved2", ctypes.c_int)]
 
     def __init__(self, backend=0, timeout_ms=0, memory=0, cuda_device=-1, wait=0):
         super().__init__(ctypes.sizeof(Config), backend, memory, checked_int(timeout_ms, ctypes.c_int, "timeout_ms"),
-                         cuda_device, 0, 0, 0, checked_int(wait, ctypes.c_int, "wait"), 0)
+                         cuda_device, 0, 0, 0, checked_int(wait, ctypes.c_int, "wait"), 0, 0, 0)
+
+
+class KernelConfig(Struct):
+    """weftKernelConfig_t (versioned); memory is MEMORY_AUTO (-1), 0 (host) or 1 (cuda)."""
+    _fields_ = [("size", ctypes.c_size_t), ("memory", ctypes.c_int), ("reserved0", ctypes.c_int)]
+
+    def __init__(self, memory=-1):
+        super().__init__(ctypes.sizeof(KernelConfig), memory, 0)
 
 
 class Tensor(Struct):
@@ -192,6 +201,7 @@ _size_p = ctypes.POINTER(ctypes.c_size_t)
 _float_p = ctypes.POINTER(ctypes.c_float)
 _float_pp = ctypes.POINTER(_float_p)
 _tensor_p = ctypes.POINTER(Tensor)
+_kcfg_p = ctypes.POINTER(KernelConfig)
 SIGNATURES = {
     # weft/types.h
     "weftGetVersion": (_R, [c_int_p]),
@@ -219,12 +229,12 @@ SIGNATURES = {
     "weftBroadcast": (_R, [_H, _H, _SZ, _I, _I, _H, _H]),
     "weftBarrier": (_R, [_H]),
     # weft/kernels.h
-    "weftFlatten": (_R, [_tensor_p, _I, _H, _I, _size_p, _F, _H]),
-    "weftUnflatten": (_R, [_H, _I, _size_p, _tensor_p, _I, _F, _I, _H]),
-    "weftUnscaleCheckFinite": (_R, [_tensor_p, _I, _F, c_int_p, _H]),
-    "weftL2Norm": (_R, [_tensor_p, _I, _float_p, _float_p, _H]),
-    "weftChunkCat": (_R, [_tensor_p, _I, _I, _size_p, _H, _I, _F, _H]),
-    "weftChunkSplit": (_R, [_H, _I, _I, _size_p, _tensor_p, _I, _F, _I, _H]),
+    "weftFlattenEx": (_R, [_tensor_p, _I, _H, _I, _size_p, _F, _kcfg_p, _H]),
+    "weftUnflattenEx": (_R, [_H, _I, _size_p, _tensor_p, _I, _F, _I, _kcfg_p, _H]),
+    "weftUnscaleCheckFiniteEx": (_R, [_tensor_p, _I, _F, c_int_p, _kcfg_p, _H]),
+    "weftL2NormEx": (_R, [_tensor_p, _I, _float_p, _float_p, _kcfg_p, _H]),
+    "weftChunkCatEx": (_R, [_tensor_p, _I, _I, _size_p, _H, _I, _F, _kcfg_p, _H]),
+    "weftChunkSplitEx": (_R, [_H, _I, _I, _size_p, _tensor_p, _I, _F, _I, _kcfg_p, _H]),
     # weft/reducer.h
     "weftReducerCreate": (_R, [_H, _tensor_p, _I, ctypes.POINTER(ReducerConfig), c_void_pp]),
     "weftReducerMarkReady": (_R, [_H, _I, _H, _H]),
@@ -254,6 +264,7 @@ SIGNATURES = {
     "weftShardGroupScatterFullInto": (_R, [_H, _I, ctypes.POINTER(_H), _I, _H]),
     # weft/shard.h: the shard schedule
     "weftShardScheduleCreate": (_R, [_H, ctypes.POINTER(ScheduleConfig), c_void_pp]),
+    "weftShardScheduleCreateCuda": (_R, [_H, ctypes.POINTER(ScheduleConfig), c_void_pp]),
     "weftShardScheduleDestroy": (_R, [_H]),
     "weftShardScheduleDeclareOrder": (_R, [_H, ctypes.POINTER(_H), _I]),
     "weftShardScheduleSetReshardAfterForward": (_R, [_H, _H, _I]),

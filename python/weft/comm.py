@@ -27,6 +27,17 @@ from . import _lib
 from ._tensors import MEMORY_KINDS, describe, keep_alive, op_code, stream_handle
 
 BACKENDS = {"auto": 0, "inprocess": 1, "mpi": 2, "nccl": 3, "ucx": 4}
+# weftWaitPolicy_t (weft/comm.h): how the host backends wait for peers.
+# "default" is $WEFT_WAIT, else "block", or "yield" on a node that runs more
+# ranks than it has cores. The in-process backend and NCCL ignore it.
+WAIT_POLICIES = {"default": 0, "spin": 1, "yield": 2, "block": 3}
+
+
+def _wait_code(wait, caller):
+    """weftWaitPolicy_t of a wait= argument: one of WAIT_POLICIES' names."""
+    if not isinstance(wait, str) or wait not in WAIT_POLICIES:
+        raise ValueError("%s: wait=%r is not one of %s" % (caller, wait, ", ".join(repr(w) for w in WAIT_POLICIES)))
+    return WAIT_POLICIES[wait]
 
 
 class Communicator:
@@ -136,6 +147,7 @@ class Communicator:
 
 
 _world = None
+_world_wait = "default"
 
 
 def _device_ordinal(device):
@@ -179,7 +191,7 @@ def launched_world_size():
     return 1
 
 
-def init(backend="auto", timeout_ms=0, device=None):
+def init(backend="auto", timeout_ms=0, device=None, wait="default"):
     """The world communicator (created on the first call, then the same one).
 
     It spans the job that launched the process (mpirun, torchrun, srun or
@@ -188,12 +200,17 @@ def init(backend="auto", timeout_ms=0, device=None):
     backend="nccl", or a CUDA `device` (an ordinal, "cuda:N", a torch.device),
     makes it a CUDA communicator over NCCL on that device (without an index:
     the local rank modulo the node's device count). backend="ucx" moves host
-    memory over UCX instead of MPI under mpirun (outside MPI it is UCX already). Asking again
-    for a world of another backend, memory kind or device than the existing
-    one is a ValueError."""
-    global _world
+    memory over UCX instead of MPI under mpirun (outside MPI it is UCX already).
+    wait ("default", "spin", "yield" or "block": weftConfig_t.wait) is how
+    the host backends wait for peers; "block" frees the core for the
+    caller's other threads, "spin" answers fastest and keeps a core busy.
+    Asking again for a world of another backend, memory kind or device than
+    the existing one is a ValueError; a wait other than the first call's is
+    one too, since the world keeps the policy it was made with."""
+    global _world, _world_wait
     if backend not in BACKENDS:
         raise ValueError("weft.init: backend=%r is not one of %s" % (backend, ", ".join(BACKENDS)))
+    wait_code = _wait_code(wait, "weft.init")
     ordinal = _device_ordinal(device)
     cuda = backend == "nccl" or device is not None
     if device is not None and backend not in ("auto", "nccl"):
@@ -202,10 +219,13 @@ def init(backend="auto", timeout_ms=0, device=None):
     if _world is None:
         h = ctypes.c_void_p()
         cfg = _lib.Config(BACKENDS["nccl" if cuda else backend], timeout_ms, memory=MEMORY_KINDS.index(
-            "cuda" if cuda else "host"), cuda_device=-1 if ordinal is None else ordinal)
+            "cuda" if cuda else "host"), cuda_device=-1 if ordinal is None else ordinal, wait=wait_code)
         _lib.call("weftCommInitWorld", ctypes.byref(h), ctypes.byref(cfg))
-        _world = Communicator(h.value)
+        _world, _world_wait = Communicator(h.value), wait
         return _world
+    if wait != "default" and wait != _world_wait:
+        raise ValueError("weft.init: the world communicator exists already with wait=%r; it cannot also wait %r" %
+                         (_world_wait, wait))
     want = "cuda" if cuda else (None if backend == "auto" else "host")
     if want is not None and want != _world.memory:
         raise ValueError("weft.init: the world communicator exists already on %s memory (%r); it cannot also be on "
@@ -219,10 +239,12 @@ def init(backend="auto", timeout_ms=0, device=None):
     return _world
 
 
-def init_in_process(nranks, timeout_ms=0):
-    """nranks communicators of one in-process world; drive each from its own thread."""
+def init_in_process(nranks, timeout_ms=0, wait="default"):
+    """nranks communicators of one in-process world; drive each from its own thread.
+    wait is checked as weft.init's is; the in-process backend itself waits as it always does."""
+    wait_code = _wait_code(wait, "weft.init_in_process")
     nranks = _lib.checked_int(nranks, ctypes.c_int, "nranks")
     handles = (ctypes.c_void_p * max(nranks, 1))()
-    cfg = _lib.Config(BACKENDS["inprocess"], timeout_ms)
+    cfg = _lib.Config(BACKENDS["inprocess"], timeout_ms, wait=wait_code)
     _lib.call("weftCommInitInProcess", handles, nranks, ctypes.byref(cfg))
     return [Communicator(h) for h in handles]

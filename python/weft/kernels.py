@@ -13,6 +13,9 @@ returns when done) or a weft.Stream for the copy kernels (enqueued: the
 stream keeps the tensors alive until it is synchronised); unscale and norm
 return their results, so they always block. Buffer sizes are checked here
 before the call, since the C functions take bare destination pointers.
+Every tensor is checked to be host memory here, so the calls state it
+(weftFlattenEx & co.) and the library classifies no pointer, also in a
+process where CUDA is loaded.
 """
 
 import ctypes
@@ -21,6 +24,8 @@ from . import _lib
 from ._tensors import describe, keep_alive, stream_handle
 
 __all__ = ["flatten", "unflatten", "unscale_check_finite", "l2_norm", "chunk_cat", "chunk_split"]
+
+_HOST = _lib.KernelConfig(memory=0)  # weftMemoryHost: describe() checked every tensor
 
 
 def _tensors(xs, what):
@@ -75,7 +80,7 @@ def flatten(srcs, dst, offsets=None, scale=1.0, stream=None):
     arr, counts, n = _tensors(srcs, "srcs")
     offs = _sizes(offsets, n, "offsets")
     p, t = _flat(dst, "dst", _extent(counts, None if offs is None else list(offs)[:n]))
-    _lib.call("weftFlatten", arr, n, p, t, offs, scale, stream_handle(stream, "host"))
+    _lib.call("weftFlattenEx", arr, n, p, t, offs, scale, ctypes.byref(_HOST), stream_handle(stream, "host"))
     keep_alive(stream, dst, *srcs)
 
 
@@ -84,7 +89,8 @@ def unflatten(src, dsts, offsets=None, scale=1.0, accumulate=False, stream=None)
     arr, counts, n = _tensors(dsts, "dsts")
     offs = _sizes(offsets, n, "offsets")
     p, t = _flat(src, "src", _extent(counts, None if offs is None else list(offs)[:n]))
-    _lib.call("weftUnflatten", p, t, offs, arr, n, scale, int(bool(accumulate)), stream_handle(stream, "host"))
+    _lib.call("weftUnflattenEx", p, t, offs, arr, n, scale, int(bool(accumulate)), ctypes.byref(_HOST),
+              stream_handle(stream, "host"))
     keep_alive(stream, src, *dsts)
 
 
@@ -92,7 +98,7 @@ def unscale_check_finite(tensors, inv_scale):
     """Multiplies every element by inv_scale in place; True if any result is inf or NaN (GradScaler's found_inf)."""
     arr, _, n = _tensors(tensors, "tensors")
     found = ctypes.c_int(0)
-    _lib.call("weftUnscaleCheckFinite", arr, n, inv_scale, ctypes.byref(found), None)
+    _lib.call("weftUnscaleCheckFiniteEx", arr, n, inv_scale, ctypes.byref(found), ctypes.byref(_HOST), None)
     return bool(found.value)
 
 
@@ -101,7 +107,7 @@ def l2_norm(tensors):
     arr, _, n = _tensors(tensors, "tensors")
     norms = (ctypes.c_float * max(n, 1))()
     total = ctypes.c_float()
-    _lib.call("weftL2Norm", arr, n, norms, ctypes.byref(total), None)
+    _lib.call("weftL2NormEx", arr, n, norms, ctypes.byref(total), ctypes.byref(_HOST), None)
     return total.value, list(norms)[:n]
 
 
@@ -112,7 +118,7 @@ def chunk_cat(srcs, world, dst, chunk_counts=None, scale=1.0, stream=None):
     chunks = _chunks(counts, world, chunk_counts)
     cc = _sizes(chunk_counts, n, "chunk_counts")
     p, t = _flat(dst, "dst", world * sum(chunks))
-    _lib.call("weftChunkCat", arr, n, world, cc, p, t, scale, stream_handle(stream, "host"))
+    _lib.call("weftChunkCatEx", arr, n, world, cc, p, t, scale, ctypes.byref(_HOST), stream_handle(stream, "host"))
     keep_alive(stream, dst, *srcs)
 
 
@@ -122,5 +128,6 @@ def chunk_split(src, world, dsts, chunk_counts=None, scale=1.0, accumulate=False
     chunks = _chunks(counts, world, chunk_counts)
     cc = _sizes(chunk_counts, n, "chunk_counts")
     p, t = _flat(src, "src", world * sum(chunks))
-    _lib.call("weftChunkSplit", p, t, world, cc, arr, n, scale, int(bool(accumulate)), stream_handle(stream, "host"))
+    _lib.call("weftChunkSplitEx", p, t, world, cc, arr, n, scale, int(bool(accumulate)), ctypes.byref(_HOST),
+              stream_handle(stream, "host"))
     keep_alive(stream, src, *dsts)

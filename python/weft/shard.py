@@ -210,8 +210,8 @@ class ShardSchedule:
             self._release = _RELEASE(self._guard(lambda _u, h, addr: release(self._groups[h], addr), None))
             cfg.acquire, cfg.release = self._acquire, self._release
         h = ctypes.c_void_p()
-        self._call("weftShardScheduleCreate", stream_handle(stream, memory, None), ctypes.byref(cfg),
-                   ctypes.byref(h))
+        create = "weftShardScheduleCreateCuda" if memory == "cuda" else "weftShardScheduleCreate"
+        self._call(create, stream_handle(stream, memory, None), ctypes.byref(cfg), ctypes.byref(h))
         self._h, self.stream = h, stream
 
     def _guard(self, fn, failed):

@@ -37,7 +37,7 @@ static void expect_fail(weftResult_t r, weftResult_t want, const char* needle, i
 #define FAILS(call, want, needle) expect_fail((call), (want), (needle), __LINE__)
 
 /* Frozen ABI: these change only with a new soname. */
-typedef char check_config_size[sizeof(weftConfig_t) == 48 ? 1 : -1];
+typedef char check_config_size[sizeof(weftConfig_t) == 56 ? 1 : -1];
 typedef char check_result_values[(weftInProgress == 9 && weftNumResults == 10) ? 1 : -1];
 typedef char check_type_values[(weftInt64 == 7 && weftBfloat16 == 2) ? 1 : -1];
 typedef char check_op_values[(weftAvg == 4) ? 1 : -1];
@@ -47,18 +47,22 @@ typedef char check_tensor_size[sizeof(weftTensor_t) == 24 ? 1 : -1];
 typedef char check_schedule_config_size[sizeof(weftShardScheduleConfig_t) == 48 ? 1 : -1];
 typedef char check_store_size[sizeof(weftStore_t) == 32 ? 1 : -1];
 typedef char check_reducer_config_size[sizeof(weftReducerConfig_t) == 56 ? 1 : -1];
+typedef char check_kernel_config_size[sizeof(weftKernelConfig_t) == 16 ? 1 : -1];
+typedef char check_memory_auto[(WEFT_MEMORY_AUTO == -1 && weftMemoryHost == 0 && weftMemoryCuda == 1) ? 1 : -1];
 typedef char check_unique_id_size[sizeof(weftUniqueId) == WEFT_UNIQUE_ID_BYTES ? 1 : -1];
 /* Versioned structs end without tail padding, so a field appended to one
  * makes it larger and its size stamp names one version (weft/types.h). */
 #define ENDS_FLUSH(T, last) (offsetof(T, last) + sizeof(((T*)0)->last) == sizeof(T))
-typedef char check_config_tail[ENDS_FLUSH(weftConfig_t, reserved1) ? 1 : -1];
+typedef char check_config_tail[ENDS_FLUSH(weftConfig_t, reserved2) ? 1 : -1];
 typedef char check_store_tail[ENDS_FLUSH(weftStore_t, get) ? 1 : -1];
 typedef char check_reducer_config_tail[ENDS_FLUSH(weftReducerConfig_t, names) ? 1 : -1];
 typedef char check_shard_config_tail[ENDS_FLUSH(weftShardGroupConfig_t, reduction) ? 1 : -1];
 typedef char check_schedule_config_tail[ENDS_FLUSH(weftShardScheduleConfig_t, reserved0) ? 1 : -1];
+typedef char check_kernel_config_tail[ENDS_FLUSH(weftKernelConfig_t, reserved0) ? 1 : -1];
 /* The historical sizes weft still reads: the field each older version ended before. */
 typedef char check_config_v32[offsetof(weftConfig_t, bootstrap_timeout_ms) == 32 ? 1 : -1];
 typedef char check_config_v40[offsetof(weftConfig_t, wait) == 40 ? 1 : -1];
+typedef char check_config_v48[offsetof(weftConfig_t, trust_memory) == 48 ? 1 : -1];
 typedef char check_schedule_v40[offsetof(weftShardScheduleConfig_t, memory) == 40 ? 1 : -1];
 /* Enum fields and arguments are 32-bit ints (weft/types.h). */
 typedef char check_enum_width[(sizeof(weftResult_t) == 4 && sizeof(weftDataType_t) == 4 && sizeof(weftRedOp_t) == 4 &&
@@ -136,9 +140,9 @@ static void size_stamps(weftComm_t comm) {
   if (c != NULL) EXPECT(weftCommDestroy(c) == weftSuccess);
   cfg.bootstrap_timeout_ms = 0;
   cfg.size = 36;
-  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 36 is not a size weftConfig_t has had (32, 40, 48)");
+  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 36 is not a size weftConfig_t has had (32, 40, 48, 56)");
   cfg.size = 16;
-  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 16 is not a size weftConfig_t has had (32, 40, 48)");
+  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 16 is not a size weftConfig_t has had (32, 40, 48, 56)");
   cfg.size = 40; /* a caller built before wait: the rest is defaulted */
   cfg.wait = (weftWaitPolicy_t)99;
   EXPECT(weftCommInitWorld(&c, &cfg) == weftSuccess);
@@ -146,8 +150,8 @@ static void size_stamps(weftComm_t comm) {
   cfg.size = 48;
   FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->wait = 99 is not a weftWaitPolicy_t (expected 0..3)");
   cfg.wait = weftWaitDefault;
-  cfg.size = 56;
-  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 56 is larger than any size of weftConfig_t");
+  cfg.size = 64;
+  FAILS(weftCommInitWorld(&c, &cfg), weftInvalidArgument, "config->size = 64 is larger than any size of weftConfig_t");
   {
     weftStore_t st = WEFT_STORE_INITIALIZER;
     st.set = fail_set;
@@ -221,6 +225,31 @@ static void kernel_sizes(void) {
     FAILS(weftFlattenPlanCreate(&one, 1, dst, weftFloat32, near_end, &plan), weftInvalidArgument, "offsets[0]");
     FAILS(weftUnflattenPlanCreate(dst, weftFloat32, wraps_ptr, &one, 1, 0, &plan), weftInvalidArgument,
           "offsets[0]");
+  }
+  {
+    /* The Ex calls check the same, and their config. */
+    weftKernelConfig_t kc = WEFT_KERNEL_CONFIG_INITIALIZER;
+    kc.memory = weftMemoryHost;
+    FAILS(weftFlattenEx(&endless, 1, dst, weftFloat32, NULL, 1.0f, &kc, NULL), weftInvalidArgument, "srcs[0].count");
+    FAILS(weftUnflattenEx(dst, weftFloat32, near_end, &one, 1, 1.0f, 0, &kc, NULL), weftInvalidArgument,
+          "offsets[0]");
+    FAILS(weftL2NormEx(&wrapping, 1, norms, &total, &kc, NULL), weftInvalidArgument, "tensors[0].count");
+    FAILS(weftUnscaleCheckFiniteEx(&one, 1, 1.0f, NULL, &kc, NULL), weftInvalidArgument, "found_inf is NULL");
+    FAILS(weftChunkCatEx(chunk_srcs, 1, INT_MAX, NULL, dst, weftFloat32, 1.0f, &kc, NULL), weftInvalidArgument,
+          "world = 2147483647");
+    FAILS(weftChunkSplitEx(dst, weftFloat32, INT_MAX, NULL, &one, 1, 1.0f, 0, &kc, NULL), weftInvalidArgument,
+          "world = 2147483647");
+    kc.memory = 3;
+    FAILS(weftFlattenEx(&one, 1, dst, weftFloat32, NULL, 1.0f, &kc, NULL), weftInvalidArgument, "config->memory = 3");
+    kc.memory = WEFT_MEMORY_AUTO;
+    kc.size = 12;
+    FAILS(weftL2NormEx(&one, 1, norms, &total, &kc, NULL), weftInvalidArgument, "config->size = 12");
+    kc.size = sizeof(kc);
+    if (weftL2NormEx(&one, 1, norms, &total, &kc, NULL) != weftSuccess || total * total < 29.99f ||
+        total * total > 30.01f) {
+      fprintf(stderr, "weftL2NormEx with WEFT_MEMORY_AUTO failed: %s\n", weftGetLastError());
+      ++failures;
+    }
   }
   /* The same calls with sane sizes still work. */
   if (weftFlatten(&one, 1, dst, weftFloat32, NULL, 1.0f, NULL) != weftSuccess ||
@@ -483,6 +512,17 @@ int main(void) {
         EXPECT(weftStreamCreate(&hs) == weftSuccess);
         qcfg.memory = weftMemoryCuda;
         FAILS(weftShardScheduleCreate(hs, &qcfg, &sched), weftInvalidArgument, "is a weft host stream");
+        /* The CUDA twin takes the cudaStream_t without a cast, and refuses the same stream and host memory. */
+        FAILS(weftShardScheduleCreateCuda(hs, NULL, &sched), weftInvalidArgument, "is a weft host stream");
+        FAILS(weftShardScheduleCreateCuda(hs, &qcfg, &sched), weftInvalidArgument, "is a weft host stream");
+        FAILS(weftShardScheduleCreateCuda(NULL, NULL, NULL), weftInvalidArgument, "schedule is NULL");
+        qcfg.memory = weftMemoryHost;
+        FAILS(weftShardScheduleCreateCuda(NULL, &qcfg, &sched), weftInvalidArgument, "config->memory = 0");
+        qcfg.memory = (weftMemoryKind_t)5;
+        FAILS(weftShardScheduleCreateCuda(NULL, &qcfg, &sched), weftInvalidArgument, "config->memory = 5");
+        qcfg.size = 0;
+        FAILS(weftShardScheduleCreateCuda(NULL, &qcfg, &sched), weftInvalidArgument, "config->size = 0");
+        qcfg.size = sizeof(qcfg);
         EXPECT(weftStreamDestroy(hs) == weftSuccess);
       }
       qcfg.memory = weftMemoryHost;

@@ -38,7 +38,7 @@ ENUMS = set(re.findall(r"}\s*(\w+_t);", TEXT)) - set(re.findall(r"typedef struct
 STRUCTS = {"weftTensor_t": _lib.Tensor, "weftConfig_t": _lib.Config, "weftReducerConfig_t": _lib.ReducerConfig,
            "weftParamDesc_t": _lib.ParamDesc, "weftShardGroupConfig_t": _lib.ShardGroupConfig,
            "weftShardDesc_t": _lib.ShardDesc, "weftShardMemory_t": _lib.ShardMemory,
-           "weftShardScheduleConfig_t": _lib.ScheduleConfig}
+           "weftShardScheduleConfig_t": _lib.ScheduleConfig, "weftKernelConfig_t": _lib.KernelConfig}
 SCALARS = {"int": ctypes.c_int, "size_t": ctypes.c_size_t, "float": ctypes.c_float, "int64_t": ctypes.c_int64}
 
 
@@ -94,8 +94,9 @@ class Table(unittest.TestCase):
         self.assertEqual(sorted(set(_lib.SIGNATURES) - used), [], "in SIGNATURES but never called")
 
     def test_kernels_are_bound(self):
-        for name in ("weftFlatten", "weftUnflatten", "weftUnscaleCheckFinite", "weftL2Norm", "weftChunkCat",
-                     "weftChunkSplit"):
+        # The Ex forms: weft.kernels checks that every tensor is host memory and states it.
+        for name in ("weftFlattenEx", "weftUnflattenEx", "weftUnscaleCheckFiniteEx", "weftL2NormEx", "weftChunkCatEx",
+                     "weftChunkSplitEx"):
             self.assertIn(name, _lib.SIGNATURES)
 
     def test_entries_match_the_headers(self):
@@ -130,9 +131,9 @@ def c_fields(struct):
 
 
 class Structs(unittest.TestCase):
-    FROZEN = {"weftConfig_t": 48, "weftReducerConfig_t": 56, "weftShardGroupConfig_t": 24,
+    FROZEN = {"weftConfig_t": 56, "weftReducerConfig_t": 56, "weftShardGroupConfig_t": 24,
               "weftShardScheduleConfig_t": 48, "weftTensor_t": 24, "weftParamDesc_t": 80, "weftShardDesc_t": 24,
-              "weftShardMemory_t": 48}
+              "weftShardMemory_t": 48, "weftKernelConfig_t": 16}
 
     def test_ctypes_structs_mirror_the_headers(self):
         for cname, py in STRUCTS.items():
@@ -140,7 +141,7 @@ class Structs(unittest.TestCase):
             self.assertEqual(ctypes.sizeof(py), self.FROZEN[cname], cname)
 
     def test_versioned_structs_carry_the_current_size(self):
-        self.assertEqual(_lib.Config().size, 48)
+        self.assertEqual(_lib.Config().size, 56)
         self.assertEqual(_lib.ReducerConfig().size, 56)
 
     def test_reducer_defaults_are_the_initializer(self):

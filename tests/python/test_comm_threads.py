@@ -4,6 +4,7 @@ tensors over in-process ranks driven from Python threads (ctypes releases the
 GIL), the reducer through weft.Reducer, errors, and the library lookup.
 Inputs are small integers so every result is exact. Exits 77 without numpy."""
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -137,6 +138,75 @@ class LibraryLookup(unittest.TestCase):
         p = subprocess.run([sys.executable, "-c", "import weft"], env=env, capture_output=True, text=True)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("/nonexistent/libweft.so", p.stderr)
+
+
+class WaitPolicy(unittest.TestCase):
+    """wait= reaches weftConfig_t.wait as the weftWaitPolicy_t of its name, and anything else is refused."""
+
+    def configs(self, make):
+        """The weftConfig_t values passed to the C ABI while make() runs."""
+        seen, real = [], weft._lib.call
+
+        def spy(name, *args):
+            for a in args:
+                obj = getattr(a, "_obj", None)
+                if isinstance(obj, weft._lib.Config):
+                    seen.append((name, obj.wait))
+            return real(name, *args)
+
+        weft._lib.call = spy
+        try:
+            made = make()
+        finally:
+            weft._lib.call = real
+        return made, seen
+
+    def test_each_policy_reaches_the_config(self):
+        for name, code in (("default", 0), ("spin", 1), ("yield", 2), ("block", 3)):
+            comms, seen = self.configs(lambda: weft.init_in_process(2, wait=name))
+            self.assertEqual(seen, [("weftCommInitInProcess", code)], name)
+            on_ranks_comms(comms)
+
+    def test_bad_policy_is_refused_naming_it(self):
+        for bad in ("Spin", "busy", "", None, 1, True):
+            with self.assertRaises(ValueError) as cm:
+                weft.init_in_process(2, wait=bad)
+            msg = str(cm.exception)
+            self.assertIn("wait=%r" % (bad,), msg)
+            self.assertIn("'block'", msg)
+            with self.assertRaises(ValueError) as cm:
+                weft.init(wait=bad)
+            self.assertIn("weft.init: wait=%r" % (bad,), str(cm.exception))
+
+    def test_the_config_field_is_where_the_library_reads_it(self):
+        # An out-of-range value set past Python's check: the library names the field, so the
+        # struct's layout puts `wait` where weft/comm.h does.
+        cfg = weft._lib.Config(weft.comm.BACKENDS["inprocess"], wait=9)
+        handles = (ctypes.c_void_p * 1)()
+        with self.assertRaises(weft.WeftError) as cm:
+            weft._lib.call("weftCommInitInProcess", handles, 1, ctypes.byref(cfg))
+        self.assertIn("config->wait = 9", str(cm.exception))
+
+
+def on_ranks_comms(comms):
+    """A sum over the in-process ranks `comms`, one thread each, then destroys them."""
+    results = [None] * len(comms)
+
+    def run(r):
+        x = np.full(8, r + 1, dtype=np.float32)
+        comms[r].all_reduce(x)
+        results[r] = x
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(len(comms))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for c in comms:
+        c.destroy()
+    want = sum(range(1, len(comms) + 1))
+    for x in results:
+        np.testing.assert_array_equal(x, np.full(8, want, dtype=np.float32))
 
 
 if __name__ == "__main__":

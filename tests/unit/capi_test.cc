@@ -72,7 +72,7 @@ TEST(CApi, ConfigSizeStamp) {
   // A size no version of the struct had is refused, not read as a prefix.
   cfg.size = offsetof(weftConfig_t, timeout_ms);
   EXPECT_EQ(weftCommInitWorld(&comm, &cfg), weftInvalidArgument);
-  EXPECT_NE(LastError().find("config->size = 16 is not a size weftConfig_t has had (32, 40, 48)"), std::string::npos)
+  EXPECT_NE(LastError().find("config->size = 16 is not a size weftConfig_t has had (32, 40, 48, 56)"), std::string::npos)
       << LastError();
   cfg = WEFT_CONFIG_INITIALIZER;
   cfg.backend = static_cast<weftBackend_t>(42);
