@@ -101,8 +101,8 @@ absl::Status P2pComm::AttachHierarchy(const absl::StatusOr<HierTable>& table, co
     return absl::OkStatus();
   }
   making_hierarchy = true;
-  absl::StatusOr<std::unique_ptr<Hierarchy>> made =
-      Hierarchy::Make(rank(), topo_, [this](int color, int key) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+  absl::StatusOr<std::unique_ptr<Hierarchy>> made = Hierarchy::Make(
+      rank(), topo_, table_, [this](int color, int key) -> absl::StatusOr<std::unique_ptr<Communicator>> {
         ASSIGN_OR_RETURN(std::unique_ptr<Communicator> part, DoSplit(color, key));
         if (auto* p = dynamic_cast<P2pComm*>(part.get())) p->check_ = false;
         return part;

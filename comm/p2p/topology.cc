@@ -35,12 +35,16 @@ bool ParseBytes(std::string s, size_t* out) {
   return true;
 }
 
+std::string Size(size_t b) {
+  if (b % (size_t{1} << 20) == 0) return absl::StrFormat("%zu MiB", b >> 20);
+  if (b % (size_t{1} << 10) == 0) return absl::StrFormat("%zu KiB", b >> 10);
+  return absl::StrFormat("%zu bytes", b);
+}
+
 std::string Bytes(size_t b) {
   if (b == HierTable::kNever) return "never";
   if (b == 0) return "always";
-  if (b % (size_t{1} << 20) == 0) return absl::StrFormat("from %zu MiB", b >> 20);
-  if (b % (size_t{1} << 10) == 0) return absl::StrFormat("from %zu KiB", b >> 10);
-  return absl::StrFormat("from %zu bytes", b);
+  return "from " + Size(b);
 }
 
 }  // namespace
@@ -84,6 +88,7 @@ std::string HierTable::Describe() const {
     parts.push_back(absl::StrFormat("%s %s", kNames[static_cast<size_t>(k)], Bytes(from_bytes[static_cast<size_t>(k)])));
   }
   if (single_rank_nodes) parts.push_back("also with one rank per node");
+  if (piece_bytes != 0) parts.push_back(absl::StrFormat("all_reduce in pieces of %s", Size(piece_bytes)));
   return absl::StrJoin(parts, ", ");
 }
 
@@ -97,6 +102,7 @@ uint64_t HierTable::Hash() const {
   };
   for (size_t b : from_bytes) mix(b);
   mix(single_rank_nodes ? 1 : 0);
+  mix(piece_bytes);
   return h;
 }
 
@@ -104,36 +110,42 @@ uint64_t HierTable::Hash() const {
 // the steps' extra latency is as large as what they save (all_reduce 0.91 of
 // flat's speed, the others 1.04-1.25 within the runs' spread); from 64 KiB
 // every collective is 1.14-7.2 times faster hierarchical.
+//
+// all_reduce in 4 MiB pieces: over 1 gbit/s links the node's reduce-scatter
+// and all-gather then run while the network carries another piece
+// (bench/results/hierarchy.md); a message of one piece or less runs unpipelined.
 HierTable DefaultHierTable() {
   HierTable t;
   t.from_bytes = {size_t{64} << 10, size_t{64} << 10, size_t{64} << 10, size_t{64} << 10};
+  t.piece_bytes = size_t{4} << 20;
   return t;
 }
 
 absl::StatusOr<HierTable> ParseHierTable(const std::string& spec) {
   HierTable t = DefaultHierTable();
-  if (spec.empty() || spec == "auto") return t;
-  if (spec == "off") {
-    t.from_bytes.fill(HierTable::kNever);
-    return t;
+  if (spec.empty()) return t;
+  std::vector<std::string> items = absl::StrSplit(spec, ',');
+  // A leading auto, on or off sets the whole table; items after it amend it.
+  if (items[0] == "auto" || items[0] == "on" || items[0] == "off") {
+    if (items[0] == "off") t.from_bytes.fill(HierTable::kNever);
+    if (items[0] == "on") {
+      t.from_bytes.fill(0);
+      t.single_rank_nodes = true;
+    }
+    items.erase(items.begin());
   }
-  if (spec == "on") {
-    t.from_bytes.fill(0);
-    t.single_rank_nodes = true;
-    return t;
-  }
-  for (absl::string_view item : absl::StrSplit(spec, ',')) {
+  for (const std::string& item : items) {
     const std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
     const auto name = std::find(kNames.begin(), kNames.end(), kv[0]);
-    if (kv.size() != 2 || name == kNames.end()) {
+    if (kv.size() != 2 || (name == kNames.end() && kv[0] != "piece")) {
       return InvalidArgument("WEFT_HIER=\"%s\": \"%s\" is not COLLECTIVE=BYTES with COLLECTIVE one of all_reduce, "
-                             "reduce_scatter, all_gather, broadcast (or the whole value auto, on or off)",
-                             spec, std::string(item));
+                             "reduce_scatter, all_gather, broadcast, nor piece=BYTES (the value may start with "
+                             "auto, on or off)", spec, item);
     }
-    size_t& from = t.from_bytes[static_cast<size_t>(name - kNames.begin())];
+    size_t& value = name == kNames.end() ? t.piece_bytes : t.from_bytes[static_cast<size_t>(name - kNames.begin())];
     if (kv[1] == "off") {
-      from = HierTable::kNever;
-    } else if (!ParseBytes(kv[1], &from)) {
+      value = name == kNames.end() ? 0 : HierTable::kNever;
+    } else if (!ParseBytes(kv[1], &value)) {
       return InvalidArgument("WEFT_HIER=\"%s\": \"%s\" for %s is neither off nor a byte count such as 0, 65536, "
                              "64K or 1M", spec, kv[1], kv[0]);
     }
@@ -149,5 +161,22 @@ bool UseHierarchy(const HierTable& table, HierKind kind, size_t bytes, const Top
   return HierarchyApplies(table, topo) && bytes > 0 && bytes >= table.from_bytes[static_cast<size_t>(kind)];
 }
 
+std::vector<HierPiece> PlanHierPieces(size_t count, size_t elem_bytes, int local_size, size_t piece_bytes) {
+  const size_t L = local_size > 0 ? static_cast<size_t>(local_size) : 1;
+  const size_t slices = count / L;  // elements of the body per local rank
+  if (slices == 0) return {};
+  size_t n = 1;
+  if (piece_bytes != 0 && elem_bytes != 0) {
+    const size_t body_bytes = slices * L * elem_bytes;
+    n = std::min({(body_bytes + piece_bytes - 1) / piece_bytes, kMaxHierPieces, slices});
+  }
+  // Every piece but the last holds `per` elements of each local rank's slice.
+  const size_t per = (slices + n - 1) / n;
+  std::vector<HierPiece> pieces;
+  for (size_t done = 0; done < slices; done += per) {
+    pieces.push_back({done * L, std::min(per, slices - done) * L});
+  }
+  return pieces;
+}
 }  // namespace p2p
 }  // namespace weft

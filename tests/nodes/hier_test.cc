@@ -1,8 +1,9 @@
 // The hierarchical collectives (comm/p2p/hierarchy.h) on namespaced nodes
 // (cluster.py starts one process per rank; any placement): every
 // collective, dtype, op and count, in place and not, on a communicator
-// forced hierarchical and on one forced flat, both split from the launched
-// world; the two agree bit for bit with each other and with the expected
+// forced hierarchical, on one forced hierarchical with all_reduce cut into
+// small pieces (pipelined), and on one forced flat, all split from the
+// launched world; they agree bit for bit with each other and with the expected
 // values (inputs are small integers, exact in every order of reduction),
 // and results of inexact inputs are the same bits on every rank.
 // WEFT_TEST_EXPECT_HIER says whether the launched world itself (WEFT_HIER
@@ -28,8 +29,12 @@ int Np() { return std::atoi(std::getenv("WEFT_TEST_NP") ? std::getenv("WEFT_TEST
 // The launched world, and two communicators split from it with WEFT_HIER
 // forced each way (the table is read when a communicator is made).
 struct Worlds {
-  std::unique_ptr<Communicator> world, flat, hier;
+  std::unique_ptr<Communicator> world, flat, hier, piped;
 };
+
+// Pieces this small cut the tests' larger counts into many (up to
+// kMaxHierPieces), so every pipeline stage overlaps another.
+constexpr const char* kPiped = "on,piece=4K";
 
 Worlds& Get() {
   static Worlds* w = [] {
@@ -45,11 +50,15 @@ Worlds& Get() {
     absl::StatusOr<std::unique_ptr<Communicator>> flat = w->world->Split(0, r);
     setenv("WEFT_HIER", "on", 1);
     absl::StatusOr<std::unique_ptr<Communicator>> hier = w->world->Split(0, r);
+    setenv("WEFT_HIER", kPiped, 1);
+    absl::StatusOr<std::unique_ptr<Communicator>> piped = w->world->Split(0, r);
     if (before != nullptr) setenv("WEFT_HIER", saved.c_str(), 1); else unsetenv("WEFT_HIER");
     EXPECT_TRUE(flat.ok()) << flat.status();
     EXPECT_TRUE(hier.ok()) << hier.status();
+    EXPECT_TRUE(piped.ok()) << piped.status();
     if (flat.ok()) w->flat = std::move(*flat);
     if (hier.ok()) w->hier = std::move(*hier);
+    if (piped.ok()) w->piped = std::move(*piped);
     return w;
   }();
   return *w;
@@ -114,6 +123,7 @@ class Hier : public ::testing::Test {
     Worlds& w = Get();
     ASSERT_NE(w.flat, nullptr);
     ASSERT_NE(w.hier, nullptr);
+    ASSERT_NE(w.piped, nullptr);
     ASSERT_EQ(w.world->size(), Np());
   }
 };
@@ -131,6 +141,7 @@ TEST_F(Hier, TheLaunchedWorldFindsItsNodes) {
   }
   EXPECT_EQ(AsP2p(*w.flat)->hierarchy(), nullptr);
   EXPECT_NE(AsP2p(*w.hier)->hierarchy(), nullptr);
+  EXPECT_NE(AsP2p(*w.piped)->hierarchy(), nullptr);
 }
 
 TEST_F(Hier, AllReduceMatchesFlatAndExpected) {
@@ -140,16 +151,19 @@ TEST_F(Hier, AllReduceMatchesFlatAndExpected) {
     for (size_t n : kCounts) {
       const std::vector<unsigned char> in = Fill(c.t, me, n, c.op), want = Expected(c.t, c.op, np, n);
       for (bool in_place : {false, true}) {
-        std::vector<unsigned char> flat = in, hier = in;
-        std::vector<unsigned char> out_f(in.size()), out_h(in.size());
+        std::vector<unsigned char> flat = in, hier = in, piped = in;
+        std::vector<unsigned char> out_f(in.size()), out_h(in.size()), out_p(in.size(), 0xee);
         void* rf = in_place ? flat.data() : out_f.data();
         void* rh = in_place ? hier.data() : out_h.data();
+        void* rp = in_place ? piped.data() : out_p.data();
         ASSERT_TRUE(w.flat->AllReduce(flat.data(), rf, n, c.t, c.op, nullptr).ok());
         ASSERT_TRUE(w.hier->AllReduce(hier.data(), rh, n, c.t, c.op, nullptr).ok());
+        ASSERT_TRUE(w.piped->AllReduce(piped.data(), rp, n, c.t, c.op, nullptr).ok());
         const std::string what = std::string(Name(c.t)) + " " + Name(c.op) + " n=" + std::to_string(n) +
                                  (in_place ? " in place" : "");
         EXPECT_EQ(std::memcmp(rf, want.data(), want.size()), 0) << "flat " << what;
         EXPECT_EQ(std::memcmp(rh, want.data(), want.size()), 0) << "hierarchical " << what;
+        EXPECT_EQ(std::memcmp(rp, want.data(), want.size()), 0) << "hierarchical in pieces " << what;
       }
     }
   }
@@ -207,12 +221,15 @@ TEST_F(Hier, InexactSumsAreTheSameBitsOnEveryRank) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::vector<float> x(n);
   for (float& v : x) v = u(gen) * 1e3f;
-  ASSERT_TRUE(w.hier->AllReduce(x.data(), x.data(), n, DataType::kFloat32, RedOp::kSum, nullptr).ok());
-  std::vector<float> all(n * static_cast<size_t>(np));
-  ASSERT_TRUE(w.flat->AllGather(x.data(), all.data(), n, DataType::kFloat32, nullptr).ok());
-  for (int q = 0; q < np; ++q) {
-    EXPECT_EQ(std::memcmp(all.data() + static_cast<size_t>(q) * n, x.data(), n * sizeof(float)), 0)
-        << "rank " << q << "'s result differs from rank " << me << "'s";
+  for (Communicator* c : {w.hier.get(), w.piped.get()}) {
+    std::vector<float> y(n);
+    ASSERT_TRUE(c->AllReduce(x.data(), y.data(), n, DataType::kFloat32, RedOp::kSum, nullptr).ok());
+    std::vector<float> all(n * static_cast<size_t>(np));
+    ASSERT_TRUE(w.flat->AllGather(y.data(), all.data(), n, DataType::kFloat32, nullptr).ok());
+    for (int q = 0; q < np; ++q) {
+      EXPECT_EQ(std::memcmp(all.data() + static_cast<size_t>(q) * n, y.data(), n * sizeof(float)), 0)
+          << "rank " << q << "'s result differs from rank " << me << "'s" << (c == w.piped.get() ? " (pieces)" : "");
+    }
   }
 }
 
