@@ -62,16 +62,27 @@ absl::Status Hierarchy::Step(const char* call, int step, bool across, absl::Stat
   if (s.ok()) return s;
   const int local = topo_.local_of[static_cast<size_t>(rank_)];
   const int node = topo_.node_of[static_cast<size_t>(rank_)];
+  // The part's rank r is world rank world_of[r]: the part's own messages
+  // name its ranks, which a user of the world cannot place.
+  std::vector<int> world_of;
   std::string where;
   if (across) {
-    std::vector<int> ranks;
-    for (int n = 0; n < topo_.nodes(); ++n) ranks.push_back(topo_.RankAt(n, local));
-    where = absl::StrFormat("across the nodes, among world ranks %s", absl::StrJoin(ranks, ", "));
+    std::vector<std::string> named;
+    for (int n = 0; n < topo_.nodes(); ++n) {
+      world_of.push_back(topo_.RankAt(n, local));
+      named.push_back(absl::StrFormat("%d (node %d)", world_of.back(), n));
+    }
+    where = absl::StrFormat("across the nodes, among world ranks %s", absl::StrJoin(named, ", "));
   } else {
-    where = absl::StrFormat("within node %d, world ranks %s", node,
-                            absl::StrJoin(topo_.ranks_of[static_cast<size_t>(node)], ", "));
+    world_of = topo_.ranks_of[static_cast<size_t>(node)];
+    where = absl::StrFormat("within node %d, world ranks %s", node, absl::StrJoin(world_of, ", "));
   }
-  return Annotate(s, absl::StrFormat("rank %d: hierarchical %s, step %d of %d (%s)", rank_, call, step, StepsOf(call), where));
+  absl::Status named(s.code(), absl::StrFormat("rank %d: hierarchical %s, step %d of %d (%s): %s", rank_, call, step,
+                                               StepsOf(call), where,
+                                               RenameRanks(std::string(s.message()), world_of, topo_.size())));
+  // Markers (a dead peer, mismatched calls) go with it.
+  s.ForEachPayload([&named](absl::string_view url, const absl::Cord& payload) { named.SetPayload(url, payload); });
+  return named;
 }
 
 absl::Status Hierarchy::AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op) {

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -178,5 +179,80 @@ std::vector<HierPiece> PlanHierPieces(size_t count, size_t elem_bytes, int local
   }
   return pieces;
 }
+
+namespace {
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// The digits at `at` (the caller checked there is one), and where they end.
+size_t ReadNumber(const std::string& m, size_t at, long long* value) {
+  size_t end = at;
+  *value = 0;
+  while (end < m.size() && IsDigit(m[end])) {
+    if (*value < 1000000000) *value = *value * 10 + (m[end] - '0');
+    ++end;
+  }
+  return end;
+}
+
+}  // namespace
+
+std::string RenameRanks(const std::string& m, const std::vector<int>& world_of, int world_size) {
+  std::string out;
+  size_t i = 0;
+  while (i < m.size()) {
+    const bool word =
+        (m[i] == 'r' || m[i] == 'R') && m.compare(i + 1, 3, "ank") == 0 && (i == 0 || !IsWordChar(m[i - 1]));
+    if (!word) {
+      out.push_back(m[i++]);
+      continue;
+    }
+    // "rank", "ranks", "rank(s)", then ":", spaces and "{" before the numbers.
+    size_t j = i + 4;
+    if (m.compare(j, 3, "(s)") == 0) {
+      j += 3;
+    } else if (j < m.size() && m[j] == 's') {
+      ++j;
+    }
+    if (j < m.size() && IsWordChar(m[j])) {  // "ranked", "rankings": another word
+      out.append(m, i, j - i);
+      i = j;
+      continue;
+    }
+    if (j < m.size() && m[j] == ':') ++j;
+    while (j < m.size() && m[j] == ' ') ++j;
+    if (j < m.size() && m[j] == '{') ++j;
+    out.append(m, i, j - i);
+    i = j;
+    // The list: numbers separated by "," and spaces.
+    bool first = true;
+    while (i < m.size() && IsDigit(m[i])) {
+      long long r = 0;
+      const size_t end = ReadNumber(m, i, &r);
+      if (end < m.size() && IsWordChar(m[end])) break;  // "2nd", "3ms": not a rank
+      if (r < static_cast<long long>(world_of.size())) {
+        absl::StrAppend(&out, world_of[static_cast<size_t>(r)]);
+      } else {
+        out.append(m, i, end - i);
+      }
+      i = end;
+      if (first && m.compare(i, 4, " of ") == 0 && i + 4 < m.size() && IsDigit(m[i + 4])) {
+        long long n = 0;
+        const size_t n_end = ReadNumber(m, i + 4, &n);
+        absl::StrAppend(&out, " of ", world_size);
+        i = n_end;
+      }
+      first = false;
+      size_t k = i;
+      while (k < m.size() && (m[k] == ',' || m[k] == ' ')) ++k;
+      if (k == i || k >= m.size() || !IsDigit(m[k]) || m.compare(i, 1, ",") != 0) break;
+      out.append(m, i, k - i);
+      i = k;
+    }
+  }
+  return out;
+}
+
 }  // namespace p2p
 }  // namespace weft

@@ -111,6 +111,13 @@ struct HierPiece {
 inline constexpr size_t kMaxHierPieces = 64;
 std::vector<HierPiece> PlanHierPieces(size_t count, size_t elem_bytes, int local_size, size_t piece_bytes);
 
+// A message of one of the hierarchy's communicators (the node's, or the
+// inter-node one) with its ranks named as the world's: every number after
+// "rank", "ranks" or "rank(s)" (also as a list: "rank(s) {0, 1}", "ranks: 0,
+// 1") that is a rank of the part, r, becomes world_of[r]; "rank r of N" also
+// gets the world's size for N. Other numbers (sizes, milliseconds, counts
+// before "ranks") stay as they are.
+std::string RenameRanks(const std::string& message, const std::vector<int>& world_of, int world_size);
 
 }  // namespace p2p
 }  // namespace weft

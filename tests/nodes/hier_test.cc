@@ -8,11 +8,16 @@
 // and results of inexact inputs are the same bits on every rank.
 // WEFT_TEST_EXPECT_HIER says whether the launched world itself (WEFT_HIER
 // as the test sets it) must have found a hierarchy.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <chrono>
 #include <random>
+#include <regex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/p2p/comm.h"
@@ -244,6 +249,74 @@ TEST_F(Hier, ABadTableIsAnErrorNamingTheVariable) {
   int v = 1;
   ASSERT_TRUE(w.world->AllReduce(&v, &v, 1, DataType::kInt32, RedOp::kSum, nullptr).ok());
   EXPECT_EQ(v, w.world->size());
+}
+
+// Errors raised inside a step name world ranks, not the node's or the
+// inter-node communicator's own. Run alone (nodes_hier_2x2_errors) with
+// WEFT_CHECK_CALLS=0, so that the world's call check does not catch the
+// missing rank before the steps do, and a short WEFT_TIMEOUT_MS: the last
+// rank sits out one all_reduce; its node's ranks fail in the node step
+// waiting for it, the other node's in the inter-node step waiting for theirs.
+std::set<int> RanksNamed(const std::string& m) {
+  std::set<int> out;
+  static const std::regex list(R"((?:^|[^A-Za-z_])[Rr]anks?(?:\(s\))?:? *\{?((?:\d+(?:, *)?)+))");
+  for (std::sregex_iterator it(m.begin(), m.end(), list), end; it != end; ++it) {
+    const std::string numbers = (*it)[1];
+    static const std::regex number(R"(\d+)");
+    for (std::sregex_iterator n(numbers.begin(), numbers.end(), number); n != end; ++n) out.insert(std::stoi(n->str()));
+  }
+  return out;
+}
+
+TEST(HierErrors, AStepsErrorNamesWorldRanks) {
+  if (std::getenv("WEFT_TEST_HIER_ERRORS") == nullptr) {
+    GTEST_SKIP() << "run by nodes_hier_2x2_errors (WEFT_TEST_HIER_ERRORS=1, WEFT_CHECK_CALLS=0)";
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> made = InitWorld(Backend::kAuto, {});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Communicator> world = std::move(*made);
+  const p2p::P2pComm* p2p = AsP2p(*world);
+  ASSERT_NE(p2p, nullptr);
+  ASSERT_NE(p2p->hierarchy(), nullptr) << "the launched world must be hierarchical";
+  const p2p::Topology& topo = p2p->topology();
+  const int me = world->rank(), silent = world->size() - 1;
+  const int my_node = topo.node_of[static_cast<size_t>(me)], silent_node = topo.node_of[static_cast<size_t>(silent)];
+  // 1 MiB: hierarchical under the default table, and in pieces under the
+  // test's WEFT_HIER (piece=256K), so the pipelined path's errors show too.
+  const size_t n = size_t{1} << 18;
+  std::vector<float> x(n, 1.0f);
+  if (me == silent) {
+    // Alive, but never calls: every other rank must time out and name it or
+    // the rank it waited on, by world rank.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * world->options().timeout_ms + 1000));
+    world->Abort();
+    return;
+  }
+  const absl::Status s = world->AllReduce(x.data(), x.data(), n, DataType::kFloat32, RedOp::kSum, nullptr);
+  world->Abort();
+  ASSERT_FALSE(s.ok());
+  const std::string m(s.message());
+  std::fprintf(stderr, "rank %d's error: %s\n", me, m.c_str());  // the log shows what a user would read
+  std::set<int> allowed, must;
+  std::string where;
+  if (my_node == silent_node) {
+    // Within the node: its ranks, and the silent one among them.
+    const std::vector<int>& mates = topo.ranks_of[static_cast<size_t>(my_node)];
+    allowed.insert(mates.begin(), mates.end());
+    must = {silent};
+    where = "within node " + std::to_string(my_node);
+  } else {
+    // Across the nodes: this rank and its peer on the silent rank's node.
+    const int peer = topo.RankAt(silent_node, topo.local_of[static_cast<size_t>(me)]);
+    allowed = {me, peer};
+    must = {peer};
+    where = std::to_string(peer) + " (node " + std::to_string(silent_node) + ")";
+  }
+  EXPECT_NE(m.find(where), std::string::npos) << m;
+  const std::set<int> named = RanksNamed(m);
+  for (int r : named) EXPECT_TRUE(allowed.count(r)) << "names rank " << r << ", not one of this step's: " << m;
+  for (int r : must) EXPECT_TRUE(named.count(r)) << "does not name rank " << r << ": " << m;
+  EXPECT_TRUE(named.count(me)) << "does not name itself: " << m;
 }
 
 }  // namespace

@@ -135,6 +135,26 @@ TEST(HierPieces, CutTheBodyIntoPiecesOfAboutTheSize) {
   }
 }
 
+// The inter-node part of local rank 1 on 2 nodes x 2 ranks: its ranks 0 and
+// 1 are world ranks 1 and 3.
+TEST(RenameRanks, NamesThePartsRanksAsTheWorlds) {
+  const std::vector<int> w = {1, 3};
+  EXPECT_EQ(RenameRanks("rank 0 waited 3000 ms without progress; still waiting to receive from rank(s) {1} and to "
+                        "send to rank(s) {0, 1}", w, 4),
+            "rank 1 waited 3000 ms without progress; still waiting to receive from rank(s) {3} and to send to "
+            "rank(s) {1, 3}");
+  EXPECT_EQ(RenameRanks("rank 1 of 2 has waited 20 ms in call #4 all_reduce; not arrived: rank(s) {0}; rank 0 "
+                        "(10.77.0.1): not arrived", w, 4),
+            "rank 3 of 4 has waited 20 ms in call #4 all_reduce; not arrived: rank(s) {1}; rank 1 (10.77.0.1): not "
+            "arrived");
+  EXPECT_EQ(RenameRanks("Rank 1's buffer; ranks: 0, 1; missing rank(s): 1", w, 4),
+            "Rank 3's buffer; ranks: 1, 3; missing rank(s): 3");
+  // Numbers that are not the part's ranks, and words that only begin alike.
+  EXPECT_EQ(RenameRanks("2 ranks, rank 7, ranked 1, frank 0, rank 1ms, rank(s) {}, rank", w, 4),
+            "2 ranks, rank 7, ranked 1, frank 0, rank 1ms, rank(s) {}, rank");
+  EXPECT_EQ(RenameRanks("", w, 4), "");
+}
+
 }  // namespace
 }  // namespace p2p
 }  // namespace weft
