@@ -97,6 +97,10 @@ std::function<absl::Status()> Hook(Communicator& c, const Call& call, F op) {
 
 // Split: `child` belongs to the same world rank as `parent`.
 void Inherit(const Communicator& parent, const Communicator* child);
+// A part of a world that runs steps of the world's own calls (a multi-node
+// world's node and inter-node communicators, comm/p2p/hierarchy.h): the fault
+// acted on the world's call already, so the part's calls are left alone.
+void Exempt(const Communicator* part);
 // ~Communicator.
 void Forget(const Communicator* c);
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/bootstrap/bootstrap.h"
+#include "comm/fault.h"
 #include "comm/p2p/check.h"
 #include "comm/p2p/exchange.h"
 #include "comm/p2p/status_channel.h"
@@ -105,6 +106,9 @@ absl::Status P2pComm::AttachHierarchy(const absl::StatusOr<HierTable>& table, co
       rank(), topo_, table_, [this](int color, int key) -> absl::StatusOr<std::unique_ptr<Communicator>> {
         ASSIGN_OR_RETURN(std::unique_ptr<Communicator> part, DoSplit(color, key));
         if (auto* p = dynamic_cast<P2pComm*>(part.get())) p->check_ = false;
+        // Its calls are steps of the world's: a fault would otherwise take
+        // the part's rank for a world rank.
+        if (fault::Armed()) fault::Exempt(part.get());
         return part;
       });
   making_hierarchy = false;

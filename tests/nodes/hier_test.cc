@@ -319,6 +319,35 @@ TEST(HierErrors, AStepsErrorNamesWorldRanks) {
   EXPECT_TRUE(named.count(me)) << "does not name itself: " << m;
 }
 
+// WEFT_FAULT acts on the world's call, once, and not again in the steps
+// (whose communicators have ranks of their own, which the fault must not
+// take for world ranks). Run alone (nodes_hier_2x2_fault) with
+// WEFT_FAULT=corrupt:1: rank 1's contribution is doubled, so every rank gets
+// the sum plus rank 1's input, bit for bit (small integers).
+TEST(HierFault, ACorruptRankIsDamagedOnceNotInTheSteps) {
+  const char* fault = std::getenv("WEFT_FAULT");
+  if (fault == nullptr || std::string(fault) != "corrupt:1") {
+    GTEST_SKIP() << "run by nodes_hier_2x2_fault (WEFT_FAULT=corrupt:1)";
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> made = InitWorld(Backend::kAuto, {});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Communicator> world = std::move(*made);
+  ASSERT_NE(AsP2p(*world)->hierarchy(), nullptr) << "the launched world must be hierarchical";
+  const int me = world->rank(), np = world->size();
+  // Several of the default table's pieces, and a tail the node does not divide.
+  const size_t n = (size_t{12} << 20) / 4 + 1;
+  std::vector<float> x(n), want(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(Value(me, i, RedOp::kSum));
+    for (int q = 0; q < np; ++q) want[i] += static_cast<float>(Value(q, i, RedOp::kSum)) * (q == 1 ? 2.0f : 1.0f);
+  }
+  std::vector<float> y(n, -1.0f);
+  ASSERT_TRUE(world->AllReduce(x.data(), y.data(), n, DataType::kFloat32, RedOp::kSum, nullptr).ok());
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) wrong += y[i] != want[i];
+  EXPECT_EQ(wrong, 0u) << "e.g. element 0: " << y[0] << ", expected " << want[0];
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace weft
