@@ -47,7 +47,9 @@ def run_once(args, mode, path):
     cmd = [sys.executable, CLUSTER, "--nodes", str(args.nodes), "--per-node", str(args.per_node),
            "--timeout", "600"] + (["--rate", args.rate] if args.rate else []) + \
           ["--", args.bench] + args.bench_args + ["-c", "0", "--json", path]
+    # Namespaces of its own, apart from the tests' (which tear theirs down).
     env = dict(os.environ, WEFT_HIER=mode)
+    env.setdefault("WEFT_TEST_CLUSTER", "weftbench")
     done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stdout)
