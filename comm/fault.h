@@ -20,7 +20,9 @@
 //
 // R is a rank of the world the process joined (weftCommInitWorld, InitRank,
 // InitStore, InitInProcess); communicators split off it keep their ranks'
-// world ranks, so a split that leaves R out is healthy. "Collectives" are
+// world ranks, so a split that leaves R out is healthy. A multi-node world's
+// node and inter-node communicators run steps of the world's calls and are
+// left alone (Exempt): the fault acts on the world's call once. "Collectives" are
 // all_reduce, reduce_scatter, all_gather, broadcast, reduce and barrier; a
 // rank counts those of its world and every split of it together. corrupt and
 // flip act on host memory only.
