@@ -112,13 +112,15 @@ uint64_t HierTable::Hash() const {
 // flat's speed, the others 1.04-1.25 within the runs' spread); from 64 KiB
 // every collective is 1.14-7.2 times faster hierarchical.
 //
-// all_reduce in 4 MiB pieces: over 1 gbit/s links the node's reduce-scatter
-// and all-gather then run while the network carries another piece
-// (bench/results/hierarchy.md); a message of one piece or less runs unpipelined.
+// all_reduce in 8 MiB pieces: over 1 gbit/s links the node's reduce-scatter
+// and all-gather then run while the network carries another piece; 8 MiB
+// had the lowest medians of 2, 4 and 8 MiB at 16-256 MiB, and every piece
+// size beat no pieces from 64 MiB (bench/results/hierarchy.md). A message of
+// one piece or less runs unpipelined.
 HierTable DefaultHierTable() {
   HierTable t;
   t.from_bytes = {size_t{64} << 10, size_t{64} << 10, size_t{64} << 10, size_t{64} << 10};
-  t.piece_bytes = size_t{4} << 20;
+  t.piece_bytes = size_t{8} << 20;
   return t;
 }
 

@@ -335,7 +335,7 @@ TEST(HierFault, ACorruptRankIsDamagedOnceNotInTheSteps) {
   ASSERT_NE(AsP2p(*world)->hierarchy(), nullptr) << "the launched world must be hierarchical";
   const int me = world->rank(), np = world->size();
   // Several of the default table's pieces, and a tail the node does not divide.
-  const size_t n = (size_t{12} << 20) / 4 + 1;
+  const size_t n = (size_t{20} << 20) / 4 + 1;
   std::vector<float> x(n), want(n, 0.0f);
   for (size_t i = 0; i < n; ++i) {
     x[i] = static_cast<float>(Value(me, i, RedOp::kSum));

@@ -57,7 +57,7 @@ TEST(HierTable, PerCollectiveOverrides) {
   EXPECT_EQ(t->from_bytes[static_cast<size_t>(HierKind::kAllGather)], 0u);
   EXPECT_EQ(t->from_bytes[static_cast<size_t>(HierKind::kReduceScatter)], 4096u);
   EXPECT_EQ(t->Describe(), "all_reduce from 1 MiB, reduce_scatter from 4 KiB, all_gather always, broadcast never, "
-            "all_reduce in pieces of 4 MiB");
+            "all_reduce in pieces of 8 MiB");
   // Unnamed collectives keep the default; equal tables hash alike.
   const absl::StatusOr<HierTable> partial = ParseHierTable("broadcast=off");
   ASSERT_TRUE(partial.ok());
@@ -77,12 +77,12 @@ TEST(HierTable, BadValuesNameTheVariableAndTheItem) {
 }
 
 TEST(HierTable, PieceSizeIsPartOfTheTable) {
-  const absl::StatusOr<HierTable> t = ParseHierTable("on,piece=8M");
+  const absl::StatusOr<HierTable> t = ParseHierTable("on,piece=2M");
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->piece_bytes, size_t{8} << 20);
+  EXPECT_EQ(t->piece_bytes, size_t{2} << 20);
   EXPECT_TRUE(t->single_rank_nodes);
   EXPECT_EQ(t->from_bytes[static_cast<size_t>(HierKind::kAllReduce)], 0u);
-  EXPECT_NE(t->Describe().find("all_reduce in pieces of 8 MiB"), std::string::npos) << t->Describe();
+  EXPECT_NE(t->Describe().find("all_reduce in pieces of 2 MiB"), std::string::npos) << t->Describe();
   // Ranks whose pieces differ would cut one call differently: the hash tells.
   EXPECT_NE(t->Hash(), ParseHierTable("on,piece=4M")->Hash());
   EXPECT_EQ(ParseHierTable("piece=off")->piece_bytes, 0u);
