@@ -315,6 +315,13 @@ void Inherit(const Communicator& parent, const Communicator* child) {
   t.of[child] = l;
 }
 
+void Exempt(const Communicator* part) {
+  if (part == nullptr) return;
+  Table& t = GetTable();
+  std::lock_guard<std::mutex> lock(t.mu);
+  t.of[part] = Lineage{-1, std::make_shared<std::atomic<long long>>(0)};  // no world rank: never the fault's
+}
+
 void Forget(const Communicator* c) {
   Table& t = GetTable();
   std::lock_guard<std::mutex> lock(t.mu);

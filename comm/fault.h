@@ -20,8 +20,10 @@
 //
 // R is a rank of the world the process joined (weftCommInitWorld, InitRank,
 // InitStore, InitInProcess); communicators split off it keep their ranks'
-// world ranks, so a split that leaves R out is healthy. "Collectives" are
-// every call a rank makes at a checked entry point: all_reduce,
+// world ranks, so a split that leaves R out is healthy. A multi-node world's
+// node and inter-node communicators run steps of the world's calls and are
+// left alone (Exempt): the fault acts on the world's call once. "Collectives"
+// are every call a rank makes at a checked entry point: all_reduce,
 // reduce_scatter, all_gather, broadcast, reduce, gather, scatter,
 // all_to_all(v), barrier, send, recv, and the direct-buffer reductions
 // all_reduce_pieces and all_reduce_ready (comm/direct.h); a rank counts those
@@ -125,6 +127,10 @@ size_t ReadyOffer(const Communicator& c, const std::vector<Piece>& parts, size_t
 
 // Split: `child` belongs to the same world rank as `parent`.
 void Inherit(const Communicator& parent, const Communicator* child);
+// A part of a world that runs steps of the world's own calls (a multi-node
+// world's node and inter-node communicators, comm/p2p/hierarchy.h): the fault
+// acted on the world's call already, so the part's calls are left alone.
+void Exempt(const Communicator* part);
 // ~Communicator.
 void Forget(const Communicator* c);
 

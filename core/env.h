@@ -15,7 +15,8 @@
 //                       same on every rank.
 //   WEFT_HIER           which collectives of a multi-node MPI or UCX world go
 //                       hierarchical (comm/p2p/topology.h): auto (default),
-//                       on, off, or all_reduce=1M,broadcast=off,...; read
+//                       on, off, or all_reduce=1M,broadcast=off,piece=4M,...
+//                       (piece: all_reduce's pipeline pieces); read
 //                       when a communicator is made, a bad value fails it.
 //                       Must be the same on every rank.
 //   WEFT_HANG_WARN_MS   after how long a waiting host collective logs a hang

@@ -3,14 +3,17 @@
 
 Starts the nodes with tests/nodes/cluster.py (network namespaces joined by a
 bridge, each node's link capped by tbf at --rate, or uncapped), runs
-weft-bench once with WEFT_HIER=off and once with the default table, --runs
-times alternately, and prints per size the median time of each, the median
-of the per-run ratios flat/hierarchical (> 1: the hierarchy is faster) and,
-with a rate, the bound an all-reduce of S bytes across two nodes cannot
-beat: S bytes each way over the node's link (S / rate), and the
-hierarchical time as a multiple of it. Needs root (network namespaces).
+weft-bench once with WEFT_HIER=off and once with each --hier value (the
+default table when none is given), --runs times alternately, and prints per
+size the median time of each, the median of the per-run ratios
+flat/hierarchical (> 1: the hierarchy is faster) and, with a rate, the bound
+an all-reduce of S bytes across two nodes cannot beat: S bytes each way over
+the node's link (S / rate), and the hierarchical time as a multiple of it.
+Several --hier values compare tables in the same runs (one table a value).
+Needs root (network namespaces).
 
   bench/nodes/hierarchy.py --nodes 2 --per-node 2 --rate 1gbit --runs 5 -- all_reduce -b 16M -e 64M -f 2
+  bench/nodes/hierarchy.py --rate 1gbit --hier auto --hier auto,piece=off -- all_reduce -b 16M -e 64M -f 4
 """
 import argparse
 import json
@@ -44,7 +47,9 @@ def run_once(args, mode, path):
     cmd = [sys.executable, CLUSTER, "--nodes", str(args.nodes), "--per-node", str(args.per_node),
            "--timeout", "600"] + (["--rate", args.rate] if args.rate else []) + \
           ["--", args.bench] + args.bench_args + ["-c", "0", "--json", path]
+    # Namespaces of its own, apart from the tests' (which tear theirs down).
     env = dict(os.environ, WEFT_HIER=mode)
+    env.setdefault("WEFT_TEST_CLUSTER", "weftbench")
     done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stdout)
@@ -59,7 +64,8 @@ def main():
     p.add_argument("--per-node", type=int, default=2)
     p.add_argument("--rate", default=None, help="tbf rate of every node's link, e.g. 1gbit (default: uncapped)")
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--hier", default="auto", help="WEFT_HIER of the hierarchical runs (default auto; on: every size)")
+    p.add_argument("--hier", action="append", default=None,
+                   help="WEFT_HIER of the hierarchical runs (default auto; on: every size); may be repeated")
     p.add_argument("--bench", default="build/bench/weft-bench")
     p.add_argument("bench_args", nargs=argparse.REMAINDER, help="-- then weft-bench's collective and flags")
     args = p.parse_args()
@@ -68,32 +74,38 @@ def main():
     if not args.bench_args:
         p.error("give weft-bench's collective and flags after --")
 
-    runs = {"off": [], args.hier: []}
+    modes = args.hier or ["auto"]
+    if "off" in modes or len(set(modes)) != len(modes):
+        p.error("--hier values must differ from each other and from off (the flat baseline)")
+    runs = {m: [] for m in ["off"] + modes}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.runs):
-            for mode in ("off", args.hier):
-                runs[mode].append(run_once(args, mode, os.path.join(tmp, f"{mode}{i}.json")))
+            for k, mode in enumerate(runs):
+                runs[mode].append(run_once(args, mode, os.path.join(tmp, f"{k}.{i}.json")))
             print(f"run {i + 1}/{args.runs} done", file=sys.stderr)
 
     first = runs["off"][0]
     rate = rate_bytes_per_s(args.rate) if args.rate else None
     print(f"{first['collective']}, {args.nodes} nodes x {args.per_node} ranks, link "
-          f"{args.rate or 'uncapped'}, WEFT_HIER=off against {args.hier}, median of {args.runs} runs each "
+          f"{args.rate or 'uncapped'}, median of {args.runs} runs of each mode, alternated "
           f"(iters {first['iters']})\n")
-    head = "| size | flat (us) | hierarchical (us) | flat/hierarchical (median) | (min..max) |"
-    if rate:
-        head += " S/rate (us) | hierarchical / (S/rate) |"
-    print(head)
-    print("| ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if rate else ""))
-    for k, row in enumerate(first["rows"]):
-        t = {m: [r["rows"][k]["out_of_place"]["time_us"] for r in runs[m]] for m in runs}
-        ratios = [f / h for f, h in zip(t["off"], t[args.hier])]
-        line = (f"| {human(row['size'])} | {statistics.median(t['off']):.0f} | {statistics.median(t[args.hier]):.0f} "
-                f"| {statistics.median(ratios):.2f} | {min(ratios):.2f}..{max(ratios):.2f} |")
+    for mode in modes:
+        print(f"WEFT_HIER=off against WEFT_HIER={mode}:\n")
+        head = "| size | flat (us) | hierarchical (us) | flat/hierarchical (median) | (min..max) |"
         if rate:
-            bound = row["size"] / rate * 1e6
-            line += f" {bound:.0f} | {statistics.median(t[args.hier]) / bound:.2f} |"
-        print(line)
+            head += " S/rate (us) | hierarchical / (S/rate) |"
+        print(head)
+        print("| ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if rate else ""))
+        for k, row in enumerate(first["rows"]):
+            t = {m: [r["rows"][k]["out_of_place"]["time_us"] for r in runs[m]] for m in ("off", mode)}
+            ratios = [f / h for f, h in zip(t["off"], t[mode])]
+            line = (f"| {human(row['size'])} | {statistics.median(t['off']):.0f} | {statistics.median(t[mode]):.0f} "
+                    f"| {statistics.median(ratios):.2f} | {min(ratios):.2f}..{max(ratios):.2f} |")
+            if rate:
+                bound = row["size"] / rate * 1e6
+                line += f" {bound:.0f} | {statistics.median(t[mode]) / bound:.2f} |"
+            print(line)
+        print()
     return 0
 
 

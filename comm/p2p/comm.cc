@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/bootstrap/bootstrap.h"
+#include "comm/fault.h"
 #include "comm/p2p/check.h"
 #include "comm/p2p/exchange.h"
 #include "comm/p2p/status_channel.h"
@@ -101,13 +102,16 @@ absl::Status P2pComm::AttachHierarchy(const absl::StatusOr<HierTable>& table, co
     return absl::OkStatus();
   }
   making_hierarchy = true;
-  absl::StatusOr<std::unique_ptr<Hierarchy>> made =
-      Hierarchy::Make(rank(), topo_, [this](int color, int key) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+  absl::StatusOr<std::unique_ptr<Hierarchy>> made = Hierarchy::Make(
+      rank(), topo_, table_, [this](int color, int key) -> absl::StatusOr<std::unique_ptr<Communicator>> {
         ASSIGN_OR_RETURN(std::unique_ptr<Communicator> part, DoSplit(color, key));
         if (auto* p = dynamic_cast<P2pComm*>(part.get())) {
           p->check_ = false;
           p->watch_.SetWorld(&watch_);  // its waits find a lost node of the world, in world ranks
         }
+        // Its calls are steps of the world's: a fault would otherwise take
+        // the part's rank for a world rank.
+        if (fault::Armed()) fault::Exempt(part.get());
         return part;
       });
   making_hierarchy = false;

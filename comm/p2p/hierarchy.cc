@@ -30,8 +30,9 @@ int StepsOf(const char* call) { return std::strcmp(call, "all_reduce") == 0 ? 3 
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Hierarchy>> Hierarchy::Make(int rank, const Topology& topo, const SplitFn& split) {
-  std::unique_ptr<Hierarchy> h(new Hierarchy(rank, topo));
+absl::StatusOr<std::unique_ptr<Hierarchy>> Hierarchy::Make(int rank, const Topology& topo, const HierTable& table,
+                                                           const SplitFn& split) {
+  std::unique_ptr<Hierarchy> h(new Hierarchy(rank, topo, table.piece_bytes));
   const int node = topo.node_of[static_cast<size_t>(rank)];
   const int local = topo.local_of[static_cast<size_t>(rank)];
   // Node communicator: ranked by local rank. Inter-node: ranked by node.
@@ -61,16 +62,27 @@ absl::Status Hierarchy::Step(const char* call, int step, bool across, absl::Stat
   if (s.ok()) return s;
   const int local = topo_.local_of[static_cast<size_t>(rank_)];
   const int node = topo_.node_of[static_cast<size_t>(rank_)];
+  // The part's rank r is world rank world_of[r]: the part's own messages
+  // name its ranks, which a user of the world cannot place.
+  std::vector<int> world_of;
   std::string where;
   if (across) {
-    std::vector<int> ranks;
-    for (int n = 0; n < topo_.nodes(); ++n) ranks.push_back(topo_.RankAt(n, local));
-    where = absl::StrFormat("across the nodes, among world ranks %s", absl::StrJoin(ranks, ", "));
+    std::vector<std::string> named;
+    for (int n = 0; n < topo_.nodes(); ++n) {
+      world_of.push_back(topo_.RankAt(n, local));
+      named.push_back(absl::StrFormat("%d (node %d)", world_of.back(), n));
+    }
+    where = absl::StrFormat("across the nodes, among world ranks %s", absl::StrJoin(named, ", "));
   } else {
-    where = absl::StrFormat("within node %d, world ranks %s", node,
-                            absl::StrJoin(topo_.ranks_of[static_cast<size_t>(node)], ", "));
+    world_of = topo_.ranks_of[static_cast<size_t>(node)];
+    where = absl::StrFormat("within node %d, world ranks %s", node, absl::StrJoin(world_of, ", "));
   }
-  return Annotate(s, absl::StrFormat("rank %d: hierarchical %s, step %d of %d (%s)", rank_, call, step, StepsOf(call), where));
+  absl::Status named(s.code(), absl::StrFormat("rank %d: hierarchical %s, step %d of %d (%s): %s", rank_, call, step,
+                                               StepsOf(call), where,
+                                               RenameRanks(std::string(s.message()), world_of, topo_.size())));
+  // Markers (a dead peer, mismatched calls) go with it.
+  s.ForEachPayload([&named](absl::string_view url, const absl::Cord& payload) { named.SetPayload(url, payload); });
+  return named;
 }
 
 absl::Status Hierarchy::AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op) {
@@ -88,11 +100,7 @@ absl::Status Hierarchy::AllReduce(const void* send, void* recv, size_t count, Da
     ToAccum(t, send, staged, count);
     in = out = staged;
   }
-  if (base > 0) {
-    RETURN_IF_ERROR(Step("all_reduce", 1, false, node_->ReduceScatter(in, slice, base, w, sop, nullptr)));
-    RETURN_IF_ERROR(Step("all_reduce", 2, true, cross_->AllReduce(slice, slice, base, w, sop, nullptr)));
-    RETURN_IF_ERROR(Step("all_reduce", 3, false, node_->AllGather(slice, out, base, w, nullptr)));
-  }
+  RETURN_IF_ERROR(AllReducePieces(PlanHierPieces(count, es, node_->size(), piece_bytes_), in, out, slice, w, sop));
   if (tail > 0) {
     const size_t at = base * L * es;
     RETURN_IF_ERROR(Step("all_reduce", 1, false, node_->AllReduce(At(in, at), At(out, at), tail, w, sop, nullptr)));
@@ -100,6 +108,67 @@ absl::Status Hierarchy::AllReduce(const void* send, void* recv, size_t count, Da
   }
   if (widen || op == RedOp::kAvg) FromAccum(t, op, topo_.size(), out, recv, count);
   return absl::OkStatus();
+}
+
+// Piece k's slice lies at slice + first / L: the slices of all pieces side by
+// side, so a piece's node reduce-scatter never writes what another piece's
+// inter-node all-reduce or all-gather is using. The inter-node all-reduces
+// run in piece order on `across_`, one at a time (the inter-node
+// communicator's calls keep their order); this thread runs the node steps in
+// the order reduce-scatter k, all-gather k-1, so the network always has the
+// next piece queued while the node works.
+absl::Status Hierarchy::AllReducePieces(const std::vector<HierPiece>& pieces, const void* in, void* out,
+                                        unsigned char* slice, DataType w, RedOp op) {
+  const size_t es = ElementSize(w);
+  const size_t L = static_cast<size_t>(node_->size());
+  auto reduce = [&](const HierPiece& p) {
+    return Step("all_reduce", 1, false, node_->ReduceScatter(At(in, p.first * es), slice + p.first / L * es,
+                                                             p.count / L, w, op, nullptr));
+  };
+  auto across = [&](const HierPiece& p) {
+    unsigned char* mine = slice + p.first / L * es;
+    return Step("all_reduce", 2, true, cross_->AllReduce(mine, mine, p.count / L, w, op, nullptr));
+  };
+  auto gather = [&](const HierPiece& p) {
+    return Step("all_reduce", 3, false,
+                node_->AllGather(slice + p.first / L * es, At(out, p.first * es), p.count / L, w, nullptr));
+  };
+  if (pieces.size() <= 1) {
+    for (const HierPiece& p : pieces) {
+      RETURN_IF_ERROR(reduce(p));
+      RETURN_IF_ERROR(across(p));
+      RETURN_IF_ERROR(gather(p));
+    }
+    return absl::OkStatus();
+  }
+  if (across_ == nullptr) across_ = std::make_unique<HostStream>();
+  // Each piece's inter-node result, written by the stream before its mark.
+  std::vector<absl::Status> crossed(pieces.size());
+  std::vector<uint64_t> marks(pieces.size());
+  size_t issued = 0;
+  auto gathered = [&](size_t k) {
+    across_->WaitFor(marks[k]);
+    RETURN_IF_ERROR(crossed[k]);
+    return gather(pieces[k]);
+  };
+  absl::Status s;
+  for (size_t k = 0; k < pieces.size() && s.ok(); ++k) {
+    s = reduce(pieces[k]);
+    if (!s.ok()) break;
+    across_->Enqueue([&, k] { return crossed[k] = across(pieces[k]); });
+    marks[k] = across_->Mark();
+    issued = k + 1;
+    if (k > 0) s = gathered(k - 1);
+  }
+  if (s.ok()) s = gathered(pieces.size() - 1);
+  if (!s.ok() && issued > 0) {
+    // The world is broken by this failure: stop the queued pieces rather than
+    // let each wait out its timeout, then let the stream drain.
+    cross_->Abort();
+  }
+  // The stream's error (a piece's) is already in `s` or in `crossed`.
+  static_cast<void>(across_->Synchronize());
+  return s;
 }
 
 absl::Status Hierarchy::ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op) {

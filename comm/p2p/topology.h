@@ -19,6 +19,9 @@
 //                             per collective: from this many bytes (K, M, G
 //                             suffixes), off, or 0 (always); others keep the
 //                             table's
+//   WEFT_HIER=...,piece=4M    the size of all_reduce's pipeline pieces (below);
+//                             off or 0: one piece. Alone or after a collective
+//                             list, and also after on or off (on,piece=8M)
 //
 // The hierarchy needs every node to hold the same number of ranks; other
 // layouts stay flat (WEFT_DEBUG=INFO says so at init).
@@ -70,6 +73,10 @@ struct HierTable {
   // Also with one rank per node (WEFT_HIER=on): for tests, which then reach
   // the inter-node step alone.
   bool single_rank_nodes = false;
+  // all_reduce runs its steps on pieces of about this many bytes, so that one
+  // piece crosses the network while the next is reduced within the node and
+  // the last is spread back (hierarchy.h); 0: the whole message at once.
+  size_t piece_bytes = 0;
 
   bool any() const;
   // "all_reduce from 64 KiB, reduce_scatter from 64 KiB, ..."
@@ -87,6 +94,30 @@ absl::StatusOr<HierTable> ParseHierTable(const std::string& spec);
 bool HierarchyApplies(const HierTable& table, const Topology& topo);
 // Whether a call of `bytes` goes hierarchical.
 bool UseHierarchy(const HierTable& table, HierKind kind, size_t bytes, const Topology& topo);
+
+// One piece of a pipelined all_reduce: elements [first, first + count) of
+// the message, count a multiple of the node's ranks.
+struct HierPiece {
+  size_t first = 0;
+  size_t count = 0;
+  bool operator==(const HierPiece& o) const { return first == o.first && count == o.count; }
+};
+// The pieces of an all_reduce of `count` elements of `elem_bytes` over nodes
+// of `local_size` ranks: the first count - count % local_size elements, cut
+// into pieces of about `piece_bytes` (at most kMaxHierPieces; equal but for
+// the last, which may be shorter). Empty when fewer than local_size elements;
+// one piece when piece_bytes is 0 or the message fits one. A pure function of
+// what every rank passes, so every rank cuts the message alike.
+inline constexpr size_t kMaxHierPieces = 64;
+std::vector<HierPiece> PlanHierPieces(size_t count, size_t elem_bytes, int local_size, size_t piece_bytes);
+
+// A message of one of the hierarchy's communicators (the node's, or the
+// inter-node one) with its ranks named as the world's: every number after
+// "rank", "ranks" or "rank(s)" (also as a list: "rank(s) {0, 1}", "ranks: 0,
+// 1") that is a rank of the part, r, becomes world_of[r]; "rank r of N" also
+// gets the world's size for N. Other numbers (sizes, milliseconds, counts
+// before "ranks") stay as they are.
+std::string RenameRanks(const std::string& message, const std::vector<int>& world_of, int world_size);
 
 }  // namespace p2p
 }  // namespace weft

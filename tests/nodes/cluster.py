@@ -32,6 +32,7 @@ CAP_NET_ADMIN, no veth or bridge support), with the reason printed.
 import argparse
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -42,7 +43,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
 from launch import LAUNCHER_VARS, stop  # noqa: E402
 
-PREFIX = "weftnode"      # node namespaces weftnode0..; the bridge's is weftnodebr
+# Node namespaces PREFIX0..; the bridge's is PREFIXbr. WEFT_TEST_CLUSTER
+# names another set, so that runs started side by side (a benchmark beside
+# a test) do not tear down each other's nodes.
+PREFIX = os.environ.get("WEFT_TEST_CLUSTER", "weftnode")
 BRIDGE_NS = PREFIX + "br"
 IFNAME = "wnet0"         # every node's end of its veth pair (one per namespace)
 SUBNET = "10.77.0"
@@ -218,6 +222,8 @@ def main():
     args.cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not args.cmd:
         p.error("no program to run")
+    if not re.fullmatch(r"[a-z]{1,12}", PREFIX):
+        p.error(f"WEFT_TEST_CLUSTER={PREFIX!r}: expected 1 to 12 lowercase letters (the namespaces' prefix)")
     if not 1 <= args.nodes <= MAX_NODES or args.per_node < 1:
         p.error(f"--nodes must be 1..{MAX_NODES}, --per-node >= 1")
     if os.geteuid() != 0:

@@ -1,17 +1,23 @@
 // The hierarchical collectives (comm/p2p/hierarchy.h) on namespaced nodes
 // (cluster.py starts one process per rank; any placement): every
 // collective, dtype, op and count, in place and not, on a communicator
-// forced hierarchical and on one forced flat, both split from the launched
-// world; the two agree bit for bit with each other and with the expected
+// forced hierarchical, on one forced hierarchical with all_reduce cut into
+// small pieces (pipelined), and on one forced flat, all split from the
+// launched world; they agree bit for bit with each other and with the expected
 // values (inputs are small integers, exact in every order of reduction),
 // and results of inexact inputs are the same bits on every rank.
 // WEFT_TEST_EXPECT_HIER says whether the launched world itself (WEFT_HIER
 // as the test sets it) must have found a hierarchy.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <chrono>
 #include <random>
+#include <regex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/p2p/comm.h"
@@ -28,8 +34,12 @@ int Np() { return std::atoi(std::getenv("WEFT_TEST_NP") ? std::getenv("WEFT_TEST
 // The launched world, and two communicators split from it with WEFT_HIER
 // forced each way (the table is read when a communicator is made).
 struct Worlds {
-  std::unique_ptr<Communicator> world, flat, hier;
+  std::unique_ptr<Communicator> world, flat, hier, piped;
 };
+
+// Pieces this small cut the tests' larger counts into many (up to
+// kMaxHierPieces), so every pipeline stage overlaps another.
+constexpr const char* kPiped = "on,piece=4K";
 
 Worlds& Get() {
   static Worlds* w = [] {
@@ -45,11 +55,15 @@ Worlds& Get() {
     absl::StatusOr<std::unique_ptr<Communicator>> flat = w->world->Split(0, r);
     setenv("WEFT_HIER", "on", 1);
     absl::StatusOr<std::unique_ptr<Communicator>> hier = w->world->Split(0, r);
+    setenv("WEFT_HIER", kPiped, 1);
+    absl::StatusOr<std::unique_ptr<Communicator>> piped = w->world->Split(0, r);
     if (before != nullptr) setenv("WEFT_HIER", saved.c_str(), 1); else unsetenv("WEFT_HIER");
     EXPECT_TRUE(flat.ok()) << flat.status();
     EXPECT_TRUE(hier.ok()) << hier.status();
+    EXPECT_TRUE(piped.ok()) << piped.status();
     if (flat.ok()) w->flat = std::move(*flat);
     if (hier.ok()) w->hier = std::move(*hier);
+    if (piped.ok()) w->piped = std::move(*piped);
     return w;
   }();
   return *w;
@@ -114,6 +128,7 @@ class Hier : public ::testing::Test {
     Worlds& w = Get();
     ASSERT_NE(w.flat, nullptr);
     ASSERT_NE(w.hier, nullptr);
+    ASSERT_NE(w.piped, nullptr);
     ASSERT_EQ(w.world->size(), Np());
   }
 };
@@ -131,6 +146,7 @@ TEST_F(Hier, TheLaunchedWorldFindsItsNodes) {
   }
   EXPECT_EQ(AsP2p(*w.flat)->hierarchy(), nullptr);
   EXPECT_NE(AsP2p(*w.hier)->hierarchy(), nullptr);
+  EXPECT_NE(AsP2p(*w.piped)->hierarchy(), nullptr);
 }
 
 TEST_F(Hier, AllReduceMatchesFlatAndExpected) {
@@ -140,16 +156,19 @@ TEST_F(Hier, AllReduceMatchesFlatAndExpected) {
     for (size_t n : kCounts) {
       const std::vector<unsigned char> in = Fill(c.t, me, n, c.op), want = Expected(c.t, c.op, np, n);
       for (bool in_place : {false, true}) {
-        std::vector<unsigned char> flat = in, hier = in;
-        std::vector<unsigned char> out_f(in.size()), out_h(in.size());
+        std::vector<unsigned char> flat = in, hier = in, piped = in;
+        std::vector<unsigned char> out_f(in.size()), out_h(in.size()), out_p(in.size(), 0xee);
         void* rf = in_place ? flat.data() : out_f.data();
         void* rh = in_place ? hier.data() : out_h.data();
+        void* rp = in_place ? piped.data() : out_p.data();
         ASSERT_TRUE(w.flat->AllReduce(flat.data(), rf, n, c.t, c.op, nullptr).ok());
         ASSERT_TRUE(w.hier->AllReduce(hier.data(), rh, n, c.t, c.op, nullptr).ok());
+        ASSERT_TRUE(w.piped->AllReduce(piped.data(), rp, n, c.t, c.op, nullptr).ok());
         const std::string what = std::string(Name(c.t)) + " " + Name(c.op) + " n=" + std::to_string(n) +
                                  (in_place ? " in place" : "");
         EXPECT_EQ(std::memcmp(rf, want.data(), want.size()), 0) << "flat " << what;
         EXPECT_EQ(std::memcmp(rh, want.data(), want.size()), 0) << "hierarchical " << what;
+        EXPECT_EQ(std::memcmp(rp, want.data(), want.size()), 0) << "hierarchical in pieces " << what;
       }
     }
   }
@@ -207,12 +226,15 @@ TEST_F(Hier, InexactSumsAreTheSameBitsOnEveryRank) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::vector<float> x(n);
   for (float& v : x) v = u(gen) * 1e3f;
-  ASSERT_TRUE(w.hier->AllReduce(x.data(), x.data(), n, DataType::kFloat32, RedOp::kSum, nullptr).ok());
-  std::vector<float> all(n * static_cast<size_t>(np));
-  ASSERT_TRUE(w.flat->AllGather(x.data(), all.data(), n, DataType::kFloat32, nullptr).ok());
-  for (int q = 0; q < np; ++q) {
-    EXPECT_EQ(std::memcmp(all.data() + static_cast<size_t>(q) * n, x.data(), n * sizeof(float)), 0)
-        << "rank " << q << "'s result differs from rank " << me << "'s";
+  for (Communicator* c : {w.hier.get(), w.piped.get()}) {
+    std::vector<float> y(n);
+    ASSERT_TRUE(c->AllReduce(x.data(), y.data(), n, DataType::kFloat32, RedOp::kSum, nullptr).ok());
+    std::vector<float> all(n * static_cast<size_t>(np));
+    ASSERT_TRUE(w.flat->AllGather(y.data(), all.data(), n, DataType::kFloat32, nullptr).ok());
+    for (int q = 0; q < np; ++q) {
+      EXPECT_EQ(std::memcmp(all.data() + static_cast<size_t>(q) * n, y.data(), n * sizeof(float)), 0)
+          << "rank " << q << "'s result differs from rank " << me << "'s" << (c == w.piped.get() ? " (pieces)" : "");
+    }
   }
 }
 
@@ -227,6 +249,103 @@ TEST_F(Hier, ABadTableIsAnErrorNamingTheVariable) {
   int v = 1;
   ASSERT_TRUE(w.world->AllReduce(&v, &v, 1, DataType::kInt32, RedOp::kSum, nullptr).ok());
   EXPECT_EQ(v, w.world->size());
+}
+
+// Errors raised inside a step name world ranks, not the node's or the
+// inter-node communicator's own. Run alone (nodes_hier_2x2_errors) with
+// WEFT_CHECK_CALLS=0, so that the world's call check does not catch the
+// missing rank before the steps do, and a short WEFT_TIMEOUT_MS: the last
+// rank sits out one all_reduce; its node's ranks fail in the node step
+// waiting for it, the other node's in the inter-node step waiting for theirs.
+std::set<int> RanksNamed(const std::string& m) {
+  std::set<int> out;
+  static const std::regex list(R"((?:^|[^A-Za-z_])[Rr]anks?(?:\(s\))?:? *\{?((?:\d+(?:, *)?)+))");
+  for (std::sregex_iterator it(m.begin(), m.end(), list), end; it != end; ++it) {
+    const std::string numbers = (*it)[1];
+    static const std::regex number(R"(\d+)");
+    for (std::sregex_iterator n(numbers.begin(), numbers.end(), number); n != end; ++n) out.insert(std::stoi(n->str()));
+  }
+  return out;
+}
+
+TEST(HierErrors, AStepsErrorNamesWorldRanks) {
+  if (std::getenv("WEFT_TEST_HIER_ERRORS") == nullptr) {
+    GTEST_SKIP() << "run by nodes_hier_2x2_errors (WEFT_TEST_HIER_ERRORS=1, WEFT_CHECK_CALLS=0)";
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> made = InitWorld(Backend::kAuto, {});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Communicator> world = std::move(*made);
+  const p2p::P2pComm* p2p = AsP2p(*world);
+  ASSERT_NE(p2p, nullptr);
+  ASSERT_NE(p2p->hierarchy(), nullptr) << "the launched world must be hierarchical";
+  const p2p::Topology& topo = p2p->topology();
+  const int me = world->rank(), silent = world->size() - 1;
+  const int my_node = topo.node_of[static_cast<size_t>(me)], silent_node = topo.node_of[static_cast<size_t>(silent)];
+  // 1 MiB: hierarchical under the default table, and in pieces under the
+  // test's WEFT_HIER (piece=256K), so the pipelined path's errors show too.
+  const size_t n = size_t{1} << 18;
+  std::vector<float> x(n, 1.0f);
+  if (me == silent) {
+    // Alive, but never calls: every other rank must time out and name it or
+    // the rank it waited on, by world rank.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * world->options().timeout_ms + 1000));
+    world->Abort();
+    return;
+  }
+  const absl::Status s = world->AllReduce(x.data(), x.data(), n, DataType::kFloat32, RedOp::kSum, nullptr);
+  world->Abort();
+  ASSERT_FALSE(s.ok());
+  const std::string m(s.message());
+  std::fprintf(stderr, "rank %d's error: %s\n", me, m.c_str());  // the log shows what a user would read
+  std::set<int> allowed, must;
+  std::string where;
+  if (my_node == silent_node) {
+    // Within the node: its ranks, and the silent one among them.
+    const std::vector<int>& mates = topo.ranks_of[static_cast<size_t>(my_node)];
+    allowed.insert(mates.begin(), mates.end());
+    must = {silent};
+    where = "within node " + std::to_string(my_node);
+  } else {
+    // Across the nodes: this rank and its peer on the silent rank's node.
+    const int peer = topo.RankAt(silent_node, topo.local_of[static_cast<size_t>(me)]);
+    allowed = {me, peer};
+    must = {peer};
+    where = std::to_string(peer) + " (node " + std::to_string(silent_node) + ")";
+  }
+  EXPECT_NE(m.find(where), std::string::npos) << m;
+  const std::set<int> named = RanksNamed(m);
+  for (int r : named) EXPECT_TRUE(allowed.count(r)) << "names rank " << r << ", not one of this step's: " << m;
+  for (int r : must) EXPECT_TRUE(named.count(r)) << "does not name rank " << r << ": " << m;
+  EXPECT_TRUE(named.count(me)) << "does not name itself: " << m;
+}
+
+// WEFT_FAULT acts on the world's call, once, and not again in the steps
+// (whose communicators have ranks of their own, which the fault must not
+// take for world ranks). Run alone (nodes_hier_2x2_fault) with
+// WEFT_FAULT=corrupt:1: rank 1's contribution is doubled, so every rank gets
+// the sum plus rank 1's input, bit for bit (small integers).
+TEST(HierFault, ACorruptRankIsDamagedOnceNotInTheSteps) {
+  const char* fault = std::getenv("WEFT_FAULT");
+  if (fault == nullptr || std::string(fault) != "corrupt:1") {
+    GTEST_SKIP() << "run by nodes_hier_2x2_fault (WEFT_FAULT=corrupt:1)";
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> made = InitWorld(Backend::kAuto, {});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Communicator> world = std::move(*made);
+  ASSERT_NE(AsP2p(*world)->hierarchy(), nullptr) << "the launched world must be hierarchical";
+  const int me = world->rank(), np = world->size();
+  // Several of the default table's pieces, and a tail the node does not divide.
+  const size_t n = (size_t{20} << 20) / 4 + 1;
+  std::vector<float> x(n), want(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(Value(me, i, RedOp::kSum));
+    for (int q = 0; q < np; ++q) want[i] += static_cast<float>(Value(q, i, RedOp::kSum)) * (q == 1 ? 2.0f : 1.0f);
+  }
+  std::vector<float> y(n, -1.0f);
+  ASSERT_TRUE(world->AllReduce(x.data(), y.data(), n, DataType::kFloat32, RedOp::kSum, nullptr).ok());
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) wrong += y[i] != want[i];
+  EXPECT_EQ(wrong, 0u) << "e.g. element 0: " << y[0] << ", expected " << want[0];
 }
 
 }  // namespace

@@ -56,7 +56,8 @@ TEST(HierTable, PerCollectiveOverrides) {
   EXPECT_EQ(t->from_bytes[static_cast<size_t>(HierKind::kBroadcast)], HierTable::kNever);
   EXPECT_EQ(t->from_bytes[static_cast<size_t>(HierKind::kAllGather)], 0u);
   EXPECT_EQ(t->from_bytes[static_cast<size_t>(HierKind::kReduceScatter)], 4096u);
-  EXPECT_EQ(t->Describe(), "all_reduce from 1 MiB, reduce_scatter from 4 KiB, all_gather always, broadcast never");
+  EXPECT_EQ(t->Describe(), "all_reduce from 1 MiB, reduce_scatter from 4 KiB, all_gather always, broadcast never, "
+            "all_reduce in pieces of 8 MiB");
   // Unnamed collectives keep the default; equal tables hash alike.
   const absl::StatusOr<HierTable> partial = ParseHierTable("broadcast=off");
   ASSERT_TRUE(partial.ok());
@@ -73,6 +74,85 @@ TEST(HierTable, BadValuesNameTheVariableAndTheItem) {
     EXPECT_NE(t.status().message().find(std::string("WEFT_HIER=\"") + bad + "\""), std::string::npos)
         << t.status();
   }
+}
+
+TEST(HierTable, PieceSizeIsPartOfTheTable) {
+  const absl::StatusOr<HierTable> t = ParseHierTable("on,piece=2M");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->piece_bytes, size_t{2} << 20);
+  EXPECT_TRUE(t->single_rank_nodes);
+  EXPECT_EQ(t->from_bytes[static_cast<size_t>(HierKind::kAllReduce)], 0u);
+  EXPECT_NE(t->Describe().find("all_reduce in pieces of 2 MiB"), std::string::npos) << t->Describe();
+  // Ranks whose pieces differ would cut one call differently: the hash tells.
+  EXPECT_NE(t->Hash(), ParseHierTable("on,piece=4M")->Hash());
+  EXPECT_EQ(ParseHierTable("piece=off")->piece_bytes, 0u);
+  EXPECT_EQ(ParseHierTable("off,piece=1M")->piece_bytes, size_t{1} << 20);
+  EXPECT_FALSE(ParseHierTable("off,piece=1M")->any());
+  for (const char* bad : {"piece", "piece=", "piece=3X", "piece=1M,on", "auto,auto"}) {
+    const absl::StatusOr<HierTable> b = ParseHierTable(bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find(std::string("WEFT_HIER=\"") + bad + "\""), std::string::npos) << b.status();
+  }
+}
+
+// The pieces cover the body (count - count % L) exactly, in order, each a
+// multiple of L, equal but for a shorter last one.
+void ExpectCovers(const std::vector<HierPiece>& pieces, size_t count, int L) {
+  size_t next = 0;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    EXPECT_EQ(pieces[k].first, next) << "piece " << k;
+    EXPECT_GT(pieces[k].count, 0u) << "piece " << k;
+    EXPECT_EQ(pieces[k].count % static_cast<size_t>(L), 0u) << "piece " << k;
+    if (k + 1 < pieces.size()) {
+      EXPECT_EQ(pieces[k].count, pieces[0].count) << "piece " << k;
+    }
+    next += pieces[k].count;
+  }
+  EXPECT_EQ(next, count - count % static_cast<size_t>(L));
+}
+
+TEST(HierPieces, CutTheBodyIntoPiecesOfAboutTheSize) {
+  // 64 MiB of float32 over nodes of 2 ranks, 4 MiB pieces: 16 of 1 Mi elements.
+  const std::vector<HierPiece> p = PlanHierPieces(size_t{16} << 20, 4, 2, size_t{4} << 20);
+  ASSERT_EQ(p.size(), 16u);
+  EXPECT_EQ(p[1], (HierPiece{size_t{1} << 20, size_t{1} << 20}));
+  ExpectCovers(p, size_t{16} << 20, 2);
+  // No pieces set, or a message within one: one piece of the whole body.
+  EXPECT_EQ(PlanHierPieces(1001, 4, 2, 0), (std::vector<HierPiece>{{0, 1000}}));
+  EXPECT_EQ(PlanHierPieces(1001, 4, 2, size_t{1} << 20), (std::vector<HierPiece>{{0, 1000}}));
+  // Fewer elements than local ranks: no body at all (the tail takes them).
+  EXPECT_TRUE(PlanHierPieces(2, 4, 3, 64).empty());
+  EXPECT_TRUE(PlanHierPieces(0, 4, 2, 64).empty());
+  // Never more pieces than kMaxHierPieces, nor than elements per local rank.
+  EXPECT_EQ(PlanHierPieces(size_t{1} << 30, 1, 4, 1).size(), kMaxHierPieces);
+  EXPECT_EQ(PlanHierPieces(9, 8, 3, 1).size(), 3u);
+  for (size_t count : {size_t{7}, size_t{1001}, size_t{65541}, size_t{1} << 20}) {
+    for (int L : {1, 2, 3, 8}) {
+      for (size_t piece : {size_t{0}, size_t{100}, size_t{4096}, size_t{1} << 20}) {
+        ExpectCovers(PlanHierPieces(count, 4, L, piece), count, L);
+      }
+    }
+  }
+}
+
+// The inter-node part of local rank 1 on 2 nodes x 2 ranks: its ranks 0 and
+// 1 are world ranks 1 and 3.
+TEST(RenameRanks, NamesThePartsRanksAsTheWorlds) {
+  const std::vector<int> w = {1, 3};
+  EXPECT_EQ(RenameRanks("rank 0 waited 3000 ms without progress; still waiting to receive from rank(s) {1} and to "
+                        "send to rank(s) {0, 1}", w, 4),
+            "rank 1 waited 3000 ms without progress; still waiting to receive from rank(s) {3} and to send to "
+            "rank(s) {1, 3}");
+  EXPECT_EQ(RenameRanks("rank 1 of 2 has waited 20 ms in call #4 all_reduce; not arrived: rank(s) {0}; rank 0 "
+                        "(10.77.0.1): not arrived", w, 4),
+            "rank 3 of 4 has waited 20 ms in call #4 all_reduce; not arrived: rank(s) {1}; rank 1 (10.77.0.1): not "
+            "arrived");
+  EXPECT_EQ(RenameRanks("Rank 1's buffer; ranks: 0, 1; missing rank(s): 1", w, 4),
+            "Rank 3's buffer; ranks: 1, 3; missing rank(s): 3");
+  // Numbers that are not the part's ranks, and words that only begin alike.
+  EXPECT_EQ(RenameRanks("2 ranks, rank 7, ranked 1, frank 0, rank 1ms, rank(s) {}, rank", w, 4),
+            "2 ranks, rank 7, ranked 1, frank 0, rank 1ms, rank(s) {}, rank");
+  EXPECT_EQ(RenameRanks("", w, 4), "");
 }
 
 }  // namespace
