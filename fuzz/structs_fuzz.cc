@@ -150,8 +150,12 @@ void ShardGroup(Input& in) {
       if (dim > 0 && numel > (size_t{1} << 56) / static_cast<size_t>(dim)) overflow = true;
       else numel *= static_cast<size_t>(dim < 0 ? 0 : dim);
     }
-    if (overflow) must_refuse = true;
-    total += overflow ? 0 : numel;
+    // A zero dimension anywhere makes an empty tensor, however large the others.
+    bool empty = false;
+    for (int d = 0; d < p.ndim && d < WEFT_MAX_DIMS; ++d) empty |= p.shape[d] == 0;
+    if (empty) numel = 0;
+    if (overflow && !empty) must_refuse = true;
+    total += numel;
   }
   // A valid layout of millions of elements would allocate them: not this target's business.
   if (!must_refuse && total > 4096) return;
