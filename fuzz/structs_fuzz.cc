@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "capi/result.h"
 #include "fuzz/input.h"
 #include "weft/weft.h"
 
@@ -36,9 +37,13 @@ weftComm_t World() {
 template <typename T>
 class Versioned {
  public:
-  Versioned(Input& in, std::initializer_list<size_t> sizes) {
+  // The sizes weft knows, from the table it reads them with (capi/result.h),
+  // so a version appended to the struct is fuzzed without editing this.
+  explicit Versioned(Input& in) {
+    const auto& sizes = weft::capi::SizedStruct<T>::kSizes;
+    const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
     size_t stamp = in.ConsumeIntegralInRange<int>(0, 7) == 0 ? in.ConsumeIntegral<size_t>()
-                                                             : *(sizes.begin() + in.ConsumeIntegralInRange<size_t>(0, sizes.size() - 1));
+                                                             : sizes[in.ConsumeIntegralInRange<size_t>(0, nsizes - 1)];
     // An unknown stamp gets only its own 8 bytes: weft must read no more.
     known_ = false;
     for (size_t s : sizes) known_ |= s == stamp;
@@ -61,7 +66,7 @@ class Versioned {
 };
 
 void CommConfig(Input& in) {
-  Versioned<weftConfig_t> cfg(in, {32, 40, 48});
+  Versioned<weftConfig_t> cfg(in);
   weftComm_t comm = nullptr;
   // At most one rank: a world of k fills k handles.
   const weftResult_t r = weftCommInitInProcess(&comm, in.ConsumeIntegralInRange<int>(-1, 1), cfg.get());
@@ -96,7 +101,7 @@ void Reducer(Input& in) {
     t.data = mem.back()->get();
     grads.push_back(t);
   }
-  Versioned<weftReducerConfig_t> cfg(in, {56});
+  Versioned<weftReducerConfig_t> cfg(in);
   static const char* const kNames[] = {"a", "b", "c", "d", "e", "f"};
   cfg.Set(offsetof(weftReducerConfig_t, names), in.ConsumeBool() ? kNames : nullptr);
   weftReducer_t red = nullptr;
@@ -159,7 +164,7 @@ void ShardGroup(Input& in) {
   }
   // A valid layout of millions of elements would allocate them: not this target's business.
   if (!must_refuse && total > 4096) return;
-  Versioned<weftShardGroupConfig_t> cfg(in, {24});
+  Versioned<weftShardGroupConfig_t> cfg(in);
   const weftShardGroupConfig_t* config = in.ConsumeBool() ? cfg.get() : nullptr;
   weftShardGroup_t group = nullptr;
   const weftResult_t r = weftShardGroupCreate(World(), nullptr, params.data(), n, config, &group);
@@ -188,7 +193,7 @@ void* Acquire(void*, weftShardGroup_t, size_t bytes) { return std::malloc(bytes 
 void Release(void*, weftShardGroup_t, void* p) { std::free(p); }
 
 void Schedule(Input& in) {
-  Versioned<weftShardScheduleConfig_t> cfg(in, {40, 48});
+  Versioned<weftShardScheduleConfig_t> cfg(in);
   cfg.Set(offsetof(weftShardScheduleConfig_t, acquire), in.ConsumeBool() ? &Acquire : nullptr);
   cfg.Set(offsetof(weftShardScheduleConfig_t, release), in.ConsumeBool() ? &Release : nullptr);
   cfg.Set(offsetof(weftShardScheduleConfig_t, user), static_cast<void*>(nullptr));
