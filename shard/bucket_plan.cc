@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "core/limits.h"
 #include "core/status.h"
 
 namespace weft {
@@ -21,6 +22,14 @@ absl::Status CheckOptions(size_t n, const PlanOptions& o) {
     return InvalidArgument("alignment_bytes = %zu is not a power of two", o.alignment_bytes);
   }
   if (o.pad_multiple == 0) return InvalidArgument("pad_multiple = 0 (expected at least 1)");
+  // Past these no bucket could be allocated, and rounding up to them would wrap.
+  if (o.alignment_bytes > kMaxBufferBytes) {
+    return InvalidArgument("alignment_bytes = %zu is more than any buffer holds (%zu)", o.alignment_bytes,
+                           kMaxBufferBytes);
+  }
+  if (o.pad_multiple > kMaxBufferBytes) {
+    return InvalidArgument("pad_multiple = %zu is more than any buffer holds (%zu)", o.pad_multiple, kMaxBufferBytes);
+  }
   if (o.comm_dtype && !(IsValid(*o.comm_dtype) && IsFloating(*o.comm_dtype))) {
     return InvalidArgument("comm dtype = %d is not a floating-point weftDataType_t",
                            static_cast<int>(*o.comm_dtype));
@@ -63,11 +72,10 @@ absl::StatusOr<BucketPlan> PlanBuckets(absl::Span<const GradSpec> grads, const P
       return InvalidArgument("gradient %s: dtype = %d is not a weftDataType_t",
                              GradLabel(grads, static_cast<int>(i)), static_cast<int>(grads[i].dtype));
     }
-    // Bucket offsets are counted in elements of up to 8 bytes, plus alignment.
-    if (grads[i].count > (std::numeric_limits<size_t>::max() >> 5)) {
-      return InvalidArgument("gradient %s: count = %zu is too large", GradLabel(grads, static_cast<int>(i)),
-                             grads[i].count);
-    }
+    // In its own type and in its bucket's: both are buffers weft allocates or reads.
+    const std::string what = absl::StrFormat("gradient %s: count", GradLabel(grads, static_cast<int>(i)));
+    RETURN_IF_ERROR(CheckedBytes(what, grads[i].count, ElementSize(grads[i].dtype)).status());
+    RETURN_IF_ERROR(CheckedBytes(what, grads[i].count, ElementSize(BucketType(grads[i].dtype, options))).status());
   }
 
   BucketPlan plan;
@@ -80,9 +88,17 @@ absl::StatusOr<BucketPlan> PlanBuckets(absl::Span<const GradSpec> grads, const P
   std::map<std::pair<int, int>, Family> families;
   std::vector<size_t> caps;  // per bucket, in bytes
 
+  // No bucket grows past kMaxBufferBytes (whatever the caps), so lengths in
+  // bytes cannot wrap; only the padding can take it over, and is refused.
+  absl::Status padding = absl::OkStatus();
   auto close = [&](Family& f) {
     Bucket& bk = plan.buckets[f.open];
     bk.length = RoundUp(bk.length, options.pad_multiple);
+    if (bk.length > kMaxBufferBytes / ElementSize(bk.dtype) && padding.ok()) {
+      padding = InvalidArgument("bucket %d: %zu elements (padded to a multiple of pad_multiple = %zu) are more "
+                                "than any buffer holds (%zu bytes)", f.open, bk.length, options.pad_multiple,
+                                kMaxBufferBytes);
+    }
     f.open = -1;
   };
 
@@ -104,7 +120,8 @@ absl::StatusOr<BucketPlan> PlanBuckets(absl::Span<const GradSpec> grads, const P
       bk.dtype = bt;
       bk.memory = spec.memory;
       plan.buckets.push_back(std::move(bk));
-      caps.push_back(f.opened++ == 0 ? options.first_bucket_cap_bytes : options.bucket_cap_bytes);
+      caps.push_back(std::min(f.opened++ == 0 ? options.first_bucket_cap_bytes : options.bucket_cap_bytes,
+                              kMaxBufferBytes));
       f.open = static_cast<int>(plan.buckets.size() - 1);
     }
     Bucket& bk = plan.buckets[f.open];
@@ -120,6 +137,7 @@ absl::StatusOr<BucketPlan> PlanBuckets(absl::Span<const GradSpec> grads, const P
   for (auto& [key, f] : families) {
     if (f.open >= 0) close(f);
   }
+  RETURN_IF_ERROR(padding);
   return plan;
 }
 

@@ -13,8 +13,14 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+// clang has no GCC target pragma (and builds the fuzz targets): its own
+// attribute pragma gives every function below the same target.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,f16c,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,f16c,fma")
+#endif
 
 namespace weft {
 namespace kernels {
@@ -105,7 +111,7 @@ struct V {
 }  // namespace avx2
 
 const Isa* Avx2Isa() {
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma")) {
+  if (!__builtin_cpu_supports("avx2") || !CpuHasF16c() || !__builtin_cpu_supports("fma")) {
     return nullptr;
   }
   static const Isa isa{"avx2", avx2::Convert, avx2::Unscale, avx2::BlockSumOfSquares, avx2::Pick,
@@ -117,7 +123,11 @@ const Isa* Avx2Isa() {
 }  // namespace kernels
 }  // namespace weft
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else  // not x86-64
 

@@ -11,8 +11,14 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+// clang has no GCC target pragma (and builds the fuzz targets): its own
+// attribute pragma gives every function below the same target.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,f16c,fma")
+#endif
 // GCC 12's _mm512_cvtph_ps / _mm512_cvtps_ph pass an _mm*_undefined_*()
 // operand that -Wmaybe-uninitialized reports (GCC bug 105593).
 #pragma GCC diagnostic push
@@ -104,7 +110,7 @@ struct V {
 
 const Isa* Avx512Isa() {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma")) {
+      !__builtin_cpu_supports("avx512vl") || !CpuHasF16c() || !__builtin_cpu_supports("fma")) {
     return nullptr;
   }
   static const Isa isa{"avx512", avx512::Convert, avx512::Unscale, avx512::BlockSumOfSquares, avx512::Pick,
@@ -117,7 +123,11 @@ const Isa* Avx512Isa() {
 }  // namespace weft
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else  // not x86-64
 

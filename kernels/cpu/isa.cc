@@ -1,5 +1,10 @@
-#include "core/env.h"
 #include "kernels/cpu/isa.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "core/env.h"
 
 namespace weft {
 namespace kernels {
@@ -14,6 +19,15 @@ const Isa& BestIsa() {
     return *best;
   }();
   return isa;
+}
+
+bool CpuHasF16c() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace cpu

@@ -48,6 +48,8 @@ const Isa* Avx2Isa();    // nullptr when not compiled in
 const Isa* Avx512Isa();  // nullptr when not compiled in
 // The best one this CPU supports; the others stay callable (tests compare them all).
 const Isa& BestIsa();
+// F16C from CPUID: clang 14's __builtin_cpu_supports does not know "f16c".
+bool CpuHasF16c();
 
 }  // namespace cpu
 }  // namespace kernels

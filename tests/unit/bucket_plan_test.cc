@@ -152,6 +152,38 @@ TEST(BucketPlan, RefusesBadInputsNamingThem) {
   EXPECT_THAT(PlanBuckets(g, PlanOptions{}).status().message(), HasSubstr("'fc.weight': dtype = 42"));
 }
 
+// Found by fuzz/structs_fuzz.cc: a gradient of 2^56 + 1 float32 elements
+// passed the plan (its limit was 2^59 elements, not bytes) and the reducer
+// then tried to allocate 2^58 bytes. Sizes past core/limits.h's 64 PiB are
+// refused naming the gradient, and no cap or padding makes a bucket wrap.
+TEST(BucketPlan, RefusesSizesPastAnyBuffer) {
+  const size_t huge = (size_t{1} << 56) / 4 + 1;
+  std::vector<GradSpec> g = {{huge, DataType::kFloat32, MemKind::kHost, "emb"}};
+  auto s = PlanBuckets(g, PlanOptions{}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("gradient 'emb': count"));
+
+  // Compressed to bfloat16 it would fit the bucket, but not its own buffer.
+  PlanOptions o;
+  o.comm_dtype = DataType::kBfloat16;
+  EXPECT_EQ(PlanBuckets(g, o).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Caps of SIZE_MAX: gradients of 2^53 float32 elements each would add up past
+  // 2^64 bytes in one bucket; each bucket stays within 2^56 bytes instead.
+  o = PlanOptions{};
+  o.bucket_cap_bytes = o.first_bucket_cap_bytes = SIZE_MAX;
+  auto plan = PlanBuckets(Fp32({size_t{1} << 53, size_t{1} << 53, size_t{1} << 53}), o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const Bucket& b : plan->buckets) EXPECT_LE(b.bytes(), size_t{1} << 56);
+
+  o = PlanOptions{};
+  o.pad_multiple = SIZE_MAX;
+  EXPECT_THAT(PlanBuckets(Fp32({3}), o).status().message(), HasSubstr("pad_multiple = "));
+  o = PlanOptions{};
+  o.pad_multiple = size_t{1} << 55;
+  EXPECT_THAT(PlanBuckets(Fp32({3}), o).status().message(), HasSubstr("more than any buffer holds"));
+}
+
 TEST(BucketPlan, EmptyList) {
   auto plan = PlanBuckets({}, PlanOptions{});
   ASSERT_TRUE(plan.ok());
