@@ -145,6 +145,9 @@ class ShardGroup {
  private:
   ShardGroup(Communicator* comm, Communicator* replicas, ShardLayout layout, const ShardGroupOptions& options,
              BufferPool* pool, std::shared_ptr<const MemoryOps> mem);
+  // The communicator was told its buffers' kind (weftConfig_t.trust_memory):
+  // the per-call checks classify no pointer.
+  bool Trusted() const { return comm_->options().trust_memory; }
   // The shards and the group's own stream.
   absl::Status Allocate();
   // Returns `p` to the pool once `stream` has run what is enqueued so far.

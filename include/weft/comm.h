@@ -49,8 +49,8 @@ typedef struct {
   int trust_memory;         /* 0: every call asks which memory each buffer is in and refuses one of the other kind
                                than `memory` (once the CUDA driver is loaded in the process, that is a
                                cudaPointerGetAttributes per buffer); 1: the caller states that every buffer given
-                               to this communicator's collectives, sends and receives is of `memory`, and no pointer
-                               is classified (a buffer of the other kind is then undefined behaviour, as in NCCL);
+                               to this communicator's collectives, sends and receives, and to the reducers and
+                               shard groups made on it, is of `memory`, and no pointer is classified per call (a buffer of the other kind is then undefined behaviour, as in NCCL);
                                inherited by weftCommSplit */
   int reserved2;            /* 0; ignored (fills the tail: the next field makes the struct larger) */
 } weftConfig_t;

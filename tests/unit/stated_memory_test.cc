@@ -224,6 +224,42 @@ TEST(StatedMemory, TrustMemoryIsZeroOrOne) {
   EXPECT_EQ(weftCommDestroy(comm), weftSuccess);
 }
 
+// A reducer made on a trusted communicator marks gradients ready without
+// classifying them (weftReducerMarkReady runs once per gradient per step);
+// on an untrusted one each mark asks. One rank, so the count is this
+// thread's calls alone; the fake says "host", the truth, so both finish.
+int MarksAsked(int trust, std::vector<float>* result) {
+  weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
+  cfg.trust_memory = trust;
+  weftComm_t comm = nullptr;
+  if (weftCommInitInProcess(&comm, 1, &cfg) != weftSuccess) return -1;
+  std::vector<std::vector<float>> g = {std::vector<float>(10, 1.5f), std::vector<float>(3000, -2.0f)};
+  const weftTensor_t specs[2] = {{nullptr, g[0].size(), weftFloat32}, {nullptr, g[1].size(), weftFloat32}};
+  weftReducer_t red = nullptr;
+  int asked = -1;
+  if (weftReducerCreate(comm, specs, 2, nullptr, &red) == weftSuccess) {
+    g_asked = 0;
+    bool ok = weftReducerMarkReady(red, 1, g[1].data(), nullptr) == weftSuccess &&
+              weftReducerMarkReady(red, 0, g[0].data(), nullptr) == weftSuccess;
+    asked = g_asked.load();
+    ok = ok && weftReducerFinalize(red, nullptr) == weftSuccess;
+    if (!ok) asked = -2;
+    *result = {g[0][9], g[1][0], g[1][2999]};
+    weftReducerDestroy(red);
+  }
+  weftCommDestroy(comm);
+  return asked;
+}
+
+TEST(StatedMemory, TrustedCommunicatorsReducerMarksWithoutAsking) {
+  Classifier counting(&CountingHost);
+  std::vector<float> result;
+  EXPECT_EQ(MarksAsked(1, &result), 0) << LastError();
+  EXPECT_EQ(result, (std::vector<float>{1.5f, -2.0f, -2.0f}));  // one rank: the average is the gradient
+  EXPECT_GE(MarksAsked(0, &result), 2) << LastError();
+  EXPECT_EQ(result, (std::vector<float>{1.5f, -2.0f, -2.0f}));
+}
+
 // Last: maps a libcuda (the driver, or the toolkit's stub; loading either
 // initialises nothing). A weft host stream for stated CUDA memory is then
 // refused naming `stream`, in every build.
