@@ -59,15 +59,16 @@ absl::StatusOr<std::optional<weft::MemKind>> Stated(const weftKernelConfig_t* co
 // The bodies of each kernel's two entry points: the one without a config is config NULL.
 // Enums by reference (T reads them as ints): a copy would load a caller's
 // out-of-range value as the enum type.
-absl::Status FlattenCall(const weftTensor_t* srcs, int n, void* dst, const weftDataType_t& dst_dtype, const size_t* offsets,
-                         float scale, const weftKernelConfig_t* config, void* stream) {
+absl::Status FlattenCall(const weftTensor_t* srcs, int n, void* dst, const weftDataType_t& dst_dtype,
+                         const size_t* offsets, float scale, const weftKernelConfig_t* config, void* stream) {
   ASSIGN_OR_RETURN(std::vector<TensorRef> s, Tensors("srcs", srcs, n));
   ASSIGN_OR_RETURN(const std::optional<weft::MemKind> memory, Stated(config));
   return weft::kernels::Flatten(s, dst, T(dst_dtype), offsets, scale, stream, memory);
 }
 
-absl::Status UnflattenCall(const void* src, const weftDataType_t& src_dtype, const size_t* offsets, const weftTensor_t* dsts,
-                           int n, float scale, int accumulate, const weftKernelConfig_t* config, void* stream) {
+absl::Status UnflattenCall(const void* src, const weftDataType_t& src_dtype, const size_t* offsets,
+                           const weftTensor_t* dsts, int n, float scale, int accumulate,
+                           const weftKernelConfig_t* config, void* stream) {
   ASSIGN_OR_RETURN(std::vector<TensorRef> d, Tensors("dsts", dsts, n));
   ASSIGN_OR_RETURN(const std::optional<weft::MemKind> memory, Stated(config));
   return weft::kernels::Unflatten(src, T(src_dtype), offsets, d, scale, accumulate != 0, stream, memory);
@@ -88,7 +89,8 @@ absl::Status L2NormCall(const weftTensor_t* tensors, int n, float* norms, float*
 }
 
 absl::Status ChunkCatCall(const weftTensor_t* srcs, int n, int world, const size_t* chunk_counts, void* dst,
-                          const weftDataType_t& dst_dtype, float scale, const weftKernelConfig_t* config, void* stream) {
+                          const weftDataType_t& dst_dtype, float scale, const weftKernelConfig_t* config,
+                          void* stream) {
   ASSIGN_OR_RETURN(std::vector<TensorRef> s, Tensors("srcs", srcs, n));
   ASSIGN_OR_RETURN(const std::optional<weft::MemKind> memory, Stated(config));
   return weft::kernels::ChunkCat(s, world, chunk_counts, dst, T(dst_dtype), scale, stream, memory);
