@@ -86,13 +86,10 @@ void Reducer(Input& in) {
   bool huge = false;
   for (int i = 0; i < n; ++i) {
     weftTensor_t t{};
-    // Floating types or no type at all: integer gradients are accepted by
-    // Create but refused by Finalize wherever a segment is copied (the copy
-    // plans are floating-point only), which this target would report on
-    // every run; DDP and FSDP gradients are floating-point.
-    static constexpr int kFloats[] = {weftFloat32, weftFloat16, weftBfloat16, weftFloat64};
+    // Any type, valid or not: Create refuses the integer ones (and invalid
+    // values) naming the gradient.
     const int dtype = in.ConsumeIntegralInRange<int>(0, 7) == 0 ? in.ConsumeIntegral<int>() | 0x100
-                                                                : kFloats[in.ConsumeIntegralInRange<int>(0, 3)];
+                                                                : in.ConsumeIntegralInRange<int>(0, weftNumTypes - 1);
     weft_fuzz::SetEnum(&t.dtype, dtype);
     t.count = in.Count(&huge);
     const bool big = t.count > weft_fuzz::kMaxRealCount;

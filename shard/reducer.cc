@@ -118,6 +118,11 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, std
     if (!IsValid(grads[i].dtype)) {
       local = InvalidArgument("grads[%zu] (%s): dtype = %d is not a weftDataType_t", i, GradLabel(grads, i),
                               static_cast<int>(grads[i].dtype));
+    } else if (!IsFloating(grads[i].dtype)) {
+      // Said here, not at the first Finalize: the buckets' copy and scaling
+      // plans are floating point, and an integer has no gradient to average.
+      local = InvalidArgument("grads[%zu] (%s): dtype = %s; gradients are float32, float64, float16 or bfloat16",
+                              i, GradLabel(grads, i), Name(grads[i].dtype));
     }
   }
   const int64_t words[] = {static_cast<int64_t>(options.bucket_cap_bytes),

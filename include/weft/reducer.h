@@ -72,7 +72,9 @@ typedef struct {
 #define WEFT_REDUCER_CONFIG_INITIALIZER \
   { sizeof(weftReducerConfig_t), (size_t)25 << 20, (size_t)1 << 20, WEFT_REDUCER_COMM_DTYPE_NATIVE, 0, 0, 1, 0, NULL }
 
-/* Registers grads[0..n-1] (count and dtype; data is not read). Collective
+/* Registers grads[0..n-1] (count and a floating dtype: float32, float64,
+ * float16 or bfloat16; an integer one is weftInvalidArgument naming the
+ * gradient; data is not read). Collective
  * over `comm`; blocking. Every rank's gradient list and configuration are
  * compared first: a difference is weftInvalidUsage on every rank, naming the
  * first differing gradient and the ranks that disagree (never a hang).

@@ -344,44 +344,40 @@ TEST_P(ReducerWorld, CopyPlansFollowGradientBuffersThatMove) {
 INSTANTIATE_TEST_SUITE_P(Worlds, ReducerWorld, ::testing::Values(1, 2, 4));
 
 // Segments inside one gradient are averaged there (in place) with the
-// bucket's op for every dtype family, not only float32: float64, int32 and
-// bfloat16 gradients, each family in buckets of its own, with segments
+// bucket's op for every floating dtype, not only float32: float64, float16
+// and bfloat16 gradients, each family in buckets of its own, with segments
 // (200 bytes) both inside gradients and straddling them. Inputs are chosen
-// so every average is exact in its type (int32: multiples of the world size).
+// so every average is exact in its type.
 TEST(Reducer, InPlaceSegmentsForEveryDtype) {
   constexpr int kWorld = 4;
   RunRanks(kWorld, [&](int rank, Communicator& comm) {
-    const std::vector<DataType> types = {DataType::kFloat64, DataType::kInt32, DataType::kBfloat16,
-                                         DataType::kFloat32, DataType::kInt32, DataType::kBfloat16};
+    const std::vector<DataType> types = {DataType::kFloat64, DataType::kFloat16, DataType::kBfloat16,
+                                         DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16};
     const std::vector<size_t> counts = {300, 400, 500, 7, 3, 90};
     std::vector<GradSpec> specs;
     for (size_t g = 0; g < types.size(); ++g) specs.push_back({counts[g], types[g], MemKind::kHost, std::string()});
     auto red = Reducer::Create(&comm, specs, SmallBuckets());
     ASSERT_TRUE(red.ok()) << red.status();
     // Element j of gradient g as a double, before the type's encoding.
-    auto value = [](int step, int r, int g, size_t j, DataType t) {
-      const double v = Value(step, r, g, j);
-      return t == DataType::kInt32 ? v * kWorld : v;
-    };
+    auto value = [](int step, int r, int g, size_t j, DataType) { return Value(step, r, g, j); };
     std::vector<std::vector<unsigned char>> bufs;
     for (size_t g = 0; g < types.size(); ++g) bufs.emplace_back(counts[g] * ElementSize(types[g]));
     auto put = [&](size_t g, size_t j, double v) {
       unsigned char* p = bufs[g].data() + j * ElementSize(types[g]);
       if (types[g] == DataType::kFloat64) std::memcpy(p, &v, 8);
       if (types[g] == DataType::kFloat32) { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); }
-      if (types[g] == DataType::kInt32) { const int32_t i = static_cast<int32_t>(v); std::memcpy(p, &i, 4); }
+      if (types[g] == DataType::kFloat16) { const uint16_t h = FloatToHalf(static_cast<float>(v)); std::memcpy(p, &h, 2); }
       if (types[g] == DataType::kBfloat16) { const uint16_t h = FloatToBf16(static_cast<float>(v)); std::memcpy(p, &h, 2); }
     };
     auto get = [&](size_t g, size_t j) -> double {
       const unsigned char* p = bufs[g].data() + j * ElementSize(types[g]);
       double d = 0;
       float f = 0;
-      int32_t i = 0;
       uint16_t h = 0;
       switch (types[g]) {
         case DataType::kFloat64: std::memcpy(&d, p, 8); return d;
         case DataType::kFloat32: std::memcpy(&f, p, 4); return f;
-        case DataType::kInt32: std::memcpy(&i, p, 4); return i;
+        case DataType::kFloat16: std::memcpy(&h, p, 2); return HalfToFloat(h);
         default: std::memcpy(&h, p, 2); return Bf16ToFloat(h);
       }
     };
@@ -656,6 +652,20 @@ TEST(Reducer, CreationRefusesDifferingPlans) {
     if (rank != 3) {
       EXPECT_THAT(red.status().message(), HasSubstr("rank 3 refused"));
     }
+  });
+}
+
+// An integer gradient is refused when the reducer is made, naming it, not at
+// a later Finalize (the buckets' copy and scaling plans are floating point).
+TEST(Reducer, RefusesIntegerGradientsAtCreate) {
+  RunRanks(2, [&](int, Communicator& comm) {
+    std::vector<GradSpec> g = Specs(kCounts);
+    g[2].dtype = DataType::kInt32;
+    g[2].name = "step_count";
+    auto red = Reducer::Create(&comm, g, SmallBuckets());
+    ASSERT_FALSE(red.ok());
+    EXPECT_EQ(red.status().code(), absl::StatusCode::kInvalidArgument) << red.status();
+    EXPECT_THAT(red.status().message(), HasSubstr("grads[2] ('step_count'): dtype = int32; gradients are float32"));
   });
 }
 
