@@ -64,7 +64,9 @@ void Communicator::Abort() {
 void Communicator::Quiesce() {
   std::unique_lock<std::mutex> lock(order_mu_);
   const uint64_t target = next_ticket_;
+  ++quiescing_;
   order_cv_.wait(lock, [&] { return serving_ >= target; });
+  --quiescing_;
 }
 
 absl::Status Communicator::CheckBuffer(const char* what, const void* p, size_t bytes) const {
@@ -121,14 +123,15 @@ absl::Status Communicator::IssueNow(const char* name, void* stream, std::functio
   const bool async = hs != nullptr;
   auto run = [this, ticket, name, async, op = std::move(op)]() -> absl::Status {
     std::unique_lock<std::mutex> lock(order_mu_);
-    order_cv_.wait(lock, [&] { return serving_ == ticket; });
+    turn_cv_[ticket % kTurns].wait(lock, [&] { return serving_ == ticket; });
     lock.unlock();
     absl::Status s = aborted() ? Aborted("the communicator (rank %d) was aborted", rank_) : op();
     s = Annotate(s, name);
     if (async) RecordAsyncError(s);
     lock.lock();
     ++serving_;
-    order_cv_.notify_all();
+    turn_cv_[serving_ % kTurns].notify_all();  // the next ticket's, and the few sharing its slot
+    if (quiescing_ > 0) order_cv_.notify_all();
     return s;
   };
   if (!async) return run();

@@ -177,11 +177,19 @@ class Communicator {
   const CommOptions options_;
   std::atomic<bool> aborted_{false};
 
-  // Issue order: a ticket per collective, served one at a time.
+  // Issue order: a ticket per collective, served one at a time. The work
+  // holding ticket t waits on turn_cv_[t % kTurns], so serving one ticket
+  // wakes the thread whose turn it is, not every host stream with a
+  // collective queued (a DDP backward has several buckets in flight, and on
+  // a machine whose cores run the backward each needless wake-up takes one
+  // from it). order_cv_ is Quiesce's.
+  static constexpr size_t kTurns = 8;
   std::mutex order_mu_;
   std::condition_variable order_cv_;
+  std::condition_variable turn_cv_[kTurns];
   uint64_t next_ticket_ = 0;
   uint64_t serving_ = 0;
+  int quiescing_ = 0;  // threads in Quiesce, under order_mu_
 
   mutable std::mutex error_mu_;
   absl::Status async_error_;
