@@ -106,9 +106,12 @@ def to_universal(args, ckpt):
         raise SystemExit("FAIL: no DeepSpeed checkpoint (a latest file naming global_stepN) under %s" % ckpt)
     _, folder, tag = min(saved)
     src = os.path.join(folder, tag)
-    # One worker each: the converter's process pools only add start-up time on a tiny model.
+    # One worker each: the converter's process pools only add start-up time on a tiny model. ZeRO-1/2
+    # checkpoints carry universal_checkpoint_info only where the model sets it (Megatron's do), and the
+    # converter refuses them without it; --inject_missing_state is its flag for the others (ZeRO-3 ignores it).
     cmd = [python(), "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", src,
-           "--output_folder", src + "_universal", "--num_extract_workers", "1", "--num_merge_workers", "1"]
+           "--output_folder", src + "_universal", "--num_extract_workers", "1", "--num_merge_workers", "1",
+           "--inject_missing_state"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.setdefault("DS_ACCELERATOR", "cpu")
     print("+ " + " ".join(cmd), flush=True)
