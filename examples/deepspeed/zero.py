@@ -23,7 +23,7 @@ import stacks  # noqa: E402
 
 
 def config(args, world):
-    return {
+    cfg = {
         "train_batch_size": args.global_batch,
         "train_micro_batch_size_per_gpu": args.global_batch // world,
         "gradient_accumulation_steps": 1,
@@ -33,6 +33,11 @@ def config(args, world):
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }
+    if args.load_universal:
+        # load_checkpoint then reads the tag in --load's latest_universal and splits each parameter's whole
+        # fp32 weights and Adam moments across this world, whatever the world that saved them.
+        cfg["checkpoint"] = {"load_universal": True}
+    return cfg
 
 
 def full_state(engine, stage):
@@ -56,7 +61,12 @@ def main():
     stacks.add_args(ap, steps=6, global_batch=8, lr=1e-3)
     ap.add_argument("--stage", type=int, default=3, choices=(1, 2, 3))
     ap.add_argument("--local_rank", type=int, default=-1, help="set by the deepspeed launcher")
+    ap.add_argument("--load-universal", action="store_true",
+                    help="--load holds DeepSpeed's universal checkpoint (python -m "
+                    "deepspeed.checkpoint.ds_to_universal run on a saved one), loadable at any world size")
     args = ap.parse_args()
+    if args.load_universal and not args.load:
+        raise SystemExit("--load-universal needs --load DIR (the folder holding latest_universal)")
     import deepspeed
     _, world, _ = stacks.start(args, deepspeed.init_distributed)  # <- "weft": the one weft line
 

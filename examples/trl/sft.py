@@ -82,12 +82,34 @@ class Record:
         return _Cb()
 
 
+def own_step_tensors(trainer):
+    """A TrainerCallback for a universal ZeRO-3 resume. DeepSpeed 0.19.8's loader
+    (DeepSpeedZeroOptimizer_Stage3.load_hp_checkpoint_state_from_checkpoint_dir_stage3) gives every sub-group's
+    Adam state one and the same `step` tensor, and torch's AdamW adds 1 to each state's step in place: with the
+    Trainer's two parameter groups (decay and no decay: two sub-groups) every step then counts twice in Adam's
+    bias correction. A tensor of its own per sub-group, once the checkpoint is loaded (on_train_begin comes
+    after the Trainer's resume), keeps one count per step."""
+    from transformers import TrainerCallback
+
+    class _Cb(TrainerCallback):
+        def on_train_begin(self, a, state, control, **kw):
+            for st in trainer.model_wrapped.optimizer.optimizer.state.values():
+                if torch.is_tensor(st.get("step")):
+                    st["step"] = st["step"].clone()
+    return _Cb()
+
+
 def zero3_config(args):
     # The 16-bit gather on save is what lets the trainer hand back the whole model (get_state_dict).
-    return {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True},
-            "train_micro_batch_size_per_gpu": "auto",
-            "train_batch_size": "auto", "gradient_accumulation_steps": "auto", "zero_allow_untested_optimizer": True,
-            "bf16": {"enabled": "auto"}, "communication_data_type": args.comm_dtype}
+    cfg = {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True},
+           "train_micro_batch_size_per_gpu": "auto",
+           "train_batch_size": "auto", "gradient_accumulation_steps": "auto", "zero_allow_untested_optimizer": True,
+           "bf16": {"enabled": "auto"}, "communication_data_type": args.comm_dtype}
+    if args.load_universal:
+        # The Trainer's resume calls the engine's load_checkpoint without a tag: with this set, DeepSpeed reads
+        # the checkpoint folder's latest_universal instead of latest, at any world size.
+        cfg["checkpoint"] = {"load_universal": True}
+    return cfg
 
 
 def main():
@@ -98,7 +120,13 @@ def main():
     ap.add_argument("--comm-dtype", default=None, choices=("fp32", "bf16"),
                     help="ZeRO-3: DeepSpeed's communication_data_type for gradients (default: the training dtype, "
                     "bf16); fp32 sums them before any rounding to bf16")
+    ap.add_argument("--load-universal", action="store_true",
+                    help="ZeRO-3: --load's checkpoint-K folder holds DeepSpeed's universal checkpoint (python -m "
+                    "deepspeed.checkpoint.ds_to_universal run on its global_stepK), loadable at any world size")
     args = ap.parse_args()
+    if args.load_universal and (args.mode != "zero3" or not args.load):
+        raise SystemExit("--load-universal needs --mode zero3 and --load DIR, not --mode %s and --load %s" %
+                         (args.mode, args.load))
     stacks.check_steps(args)
     stacks.register_weft(args.backend)
     cpu = args.device == "cpu"
@@ -126,6 +154,8 @@ def main():
     rec = Record()
     trainer = SFTTrainer(model=model, args=config, train_dataset=Dataset.from_list(data), processing_class=tok,
                          callbacks=[rec.callback()])
+    if args.load_universal:
+        trainer.add_callback(own_step_tensors(trainer))
     first = 0
     resume = None
     if args.load:  # the checkpoint the first run wrote after --save-at steps (it also wrote later ones)

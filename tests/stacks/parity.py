@@ -13,7 +13,9 @@ Checks, each a failure with the numbers when it does not hold:
 - with --sharded, each rank holds about 1/N of the model's parameter bytes;
 - with --cuda-only WHY, the row runs only where there is a GPU per rank (and skips, printing WHY, elsewhere);
 - with --resume, the weft run saves a checkpoint half way, a fresh job (--resume-nproc ranks) loads it, and
-  its losses continue the first run's within --rtol.
+  its losses continue the first run's within --rtol; with --resume-universal (DeepSpeed), between the jobs
+  DeepSpeed's converter (python -m deepspeed.checkpoint.ds_to_universal) turns the saved checkpoint into a
+  universal one, which the fresh job loads (the example's --load-universal) at any world size.
 
 The example writes the JSON report of examples/stacks.py (--out). The stacks' Python is $WEFT_STACKS_PYTHON,
 or this interpreter. --needs lists the modules the example imports: a missing one is a skip (exit 77) naming
@@ -87,6 +89,46 @@ def run_job(args, backend, out, nproc, extra):
     return report
 
 
+def to_universal(args, ckpt):
+    """Runs DeepSpeed's converter on the checkpoint saved half way, as a user does between the jobs: the tag in
+    a `latest` file under ckpt (the fewest steps where the stack saved again at the end, as TRL's Trainer does)
+    becomes <tag>_universal beside it, and the converter names it in latest_universal there."""
+    import re
+    saved = []
+    for folder, _, files in os.walk(ckpt):
+        if "latest" in files:
+            with open(os.path.join(folder, "latest")) as f:
+                tag = f.read().strip()
+            m = re.fullmatch(r"global_step(\d+)", tag)
+            if m:
+                saved.append((int(m.group(1)), folder, tag))
+    if not saved:
+        raise SystemExit("FAIL: no DeepSpeed checkpoint (a latest file naming global_stepN) under %s" % ckpt)
+    _, folder, tag = min(saved)
+    src = os.path.join(folder, tag)
+    # One worker each: the converter's process pools only add start-up time on a tiny model. ZeRO-1/2
+    # checkpoints carry universal_checkpoint_info only where the model sets it (Megatron's do), and the
+    # converter refuses them without it; --inject_missing_state is its flag for the others (ZeRO-3 ignores it).
+    cmd = [python(), "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", src,
+           "--output_folder", src + "_universal", "--num_extract_workers", "1", "--num_merge_workers", "1",
+           "--inject_missing_state"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.setdefault("DS_ACCELERATOR", "cpu")
+    print("+ " + " ".join(cmd), flush=True)
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        raise SystemExit("FAIL: ds_to_universal did not end within %d s" % args.timeout)
+    if out.returncode != 0:
+        print(out.stdout + out.stderr, flush=True)
+        raise SystemExit("FAIL: ds_to_universal exited %d on %s" % (out.returncode, src))
+    latest = os.path.join(folder, "latest_universal")
+    if not os.path.isfile(latest):
+        raise SystemExit("FAIL: ds_to_universal wrote no %s" % latest)
+    print("  universal checkpoint %s_universal in %.1f s" % (src, time.monotonic() - t0), flush=True)
+
+
 def rel(a, b):
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
@@ -144,6 +186,9 @@ def main():
     ap.add_argument("--sharded", action="store_true", help="check each rank holds about 1/N of the parameters")
     ap.add_argument("--resume", action="store_true", help="checkpoint on weft, resume in a fresh job")
     ap.add_argument("--resume-nproc", type=int, help="ranks of the resumed job (default: --nproc)")
+    ap.add_argument("--resume-universal", action="store_true",
+                    help="DeepSpeed: convert the checkpoint with ds_to_universal between the jobs and resume from "
+                    "the universal one (the example's --load-universal)")
     ap.add_argument("--baseline", default="gloo", choices=("gloo", "nccl"), help="the backend weft is compared with")
     ap.add_argument("--needs", default="", help="comma-separated modules the example imports")
     ap.add_argument("--cuda-only", metavar="WHY", help="the row needs a GPU per rank (WHY it cannot run on a CPU): "
@@ -154,6 +199,10 @@ def main():
     args = ap.parse_args()
     if args.nproc < 1:
         raise SystemExit("--nproc must be at least 1, not %d" % args.nproc)
+    if args.resume_nproc is not None and args.resume_nproc < 1:
+        raise SystemExit("--resume-nproc must be at least 1, not %d" % args.resume_nproc)
+    if args.resume_universal and not args.resume:
+        raise SystemExit("--resume-universal needs --resume (it converts the checkpoint that run saves)")
     extra = [a for a in args.script_args if a != "--"]
     args.script = os.path.abspath(args.script)
 
@@ -200,14 +249,19 @@ def main():
                 print("sharded: parameter bytes per rank %s of %d" % (per, total))
         if args.resume:
             n = args.resume_nproc or args.nproc
-            r = run_job(args, "weft", os.path.join(tmp, "resumed.json"), n, extra + ["--load", ckpt])
+            load = ["--load", ckpt]
+            if args.resume_universal:
+                to_universal(args, ckpt)
+                load.append("--load-universal")
+            r = run_job(args, "weft", os.path.join(tmp, "resumed.json"), n, extra + load)
             c.check(r["dist_backend"] == "weft" and r["world_size"] == n,
                     "the resumed run is %s at world size %s, not weft at %d" % (r["dist_backend"], r["world_size"], n))
             k = r["first_step"]
             c.check(0 < k < len(w["losses"]), "the resumed run starts at step %s of %d" % (k, len(w["losses"])))
             err = compare_losses(c, "resumed at %d ranks against the first run" % n, r["losses"], w["losses"][k:],
                                  args.rtol)
-            print("resumed at step %d on %d ranks: largest relative loss difference %.3g" % (k, n, err))
+            print("resumed at step %d on %d ranks%s: largest relative loss difference %.3g" %
+                  (k, n, " from the universal checkpoint" if args.resume_universal else "", err))
         if w["step_time_s"] and g["step_time_s"]:
             print("weft/%s step time %.3f (median %.4g s against %.4g s)" %
                   (args.baseline, w["step_time_s"] / g["step_time_s"], w["step_time_s"], g["step_time_s"]))
