@@ -3,10 +3,11 @@ tests/stacks/parity.py compares between a run over weft and the same run over gl
 
     import stack_report                       # also puts the checkout's python/ on sys.path
     ap = argparse.ArgumentParser()
-    stack_report.add_args(ap, steps=8, batch_size=16, lr=0.1)  # and --device --backend --out --seed ...
-    args = stack_report.parse(ap)
+    stack_report.add_args(ap, steps=8, global_batch=32, lr=0.1)  # and --device --backend --out --seed ...
+    args = stack_report.parse(ap)             # (batch_size=16 instead: --batch-size, samples per rank)
+    per_rank = stack_report.per_rank_batch(args, world)   # each rank's slice of --global-batch
     log = stack_report.Log(first_step=0)
-    log.step(loss, seconds)                   # once a step, on global rank 0
+    log.step(stack_report.global_mean(loss), seconds)   # once a step, on every rank: the global batch's loss
     log.write(args.out, backend=dist.get_backend(), world_size=..., state_dict=..., param_bytes_per_rank=[...])
 
 The report: {"backend", "world_size", "first_step", "losses" (one a step from first_step), "step_time_s" (the
@@ -26,8 +27,18 @@ if os.path.isdir(os.path.join(ROOT, "python", "weft")) and os.path.join(ROOT, "p
     sys.path.insert(0, os.path.join(ROOT, "python"))
 
 
-def add_args(ap, steps, batch_size, lr):
-    ap.add_argument("--batch-size", type=int, default=batch_size, help="samples per rank and step")
+def add_args(ap, steps, batch_size=None, lr=None, global_batch=None):
+    """The common flags; with global_batch (instead of batch_size) the batch is --global-batch, a step's samples
+    over all ranks, so that the same batches train at any world size (a checkpoint resumed at another world size
+    then continues the same run)."""
+    if (batch_size is None) == (global_batch is None):
+        raise ValueError("add_args takes one of batch_size and global_batch, not %r and %r" %
+                         (batch_size, global_batch))
+    if global_batch is None:
+        ap.add_argument("--batch-size", type=int, default=batch_size, help="samples per rank and step")
+    else:
+        ap.add_argument("--global-batch", type=int, default=global_batch,
+                        help="samples per step over all ranks (each rank takes 1/N of them)")
     ap.add_argument("--lr", type=float, default=lr)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--backend", default="weft", choices=("weft", "gloo"),
@@ -42,8 +53,10 @@ def add_args(ap, steps, batch_size, lr):
 
 def parse(ap, argv=None):
     args = ap.parse_args(argv)
-    if args.steps < 1 or args.batch_size < 1:
-        ap.error("--steps and --batch-size must be at least 1, not %d and %d" % (args.steps, args.batch_size))
+    batch_flag = "--global-batch" if hasattr(args, "global_batch") else "--batch-size"
+    batch = args.global_batch if hasattr(args, "global_batch") else args.batch_size
+    if args.steps < 1 or batch < 1:
+        ap.error("--steps and %s must be at least 1, not %d and %d" % (batch_flag, args.steps, batch))
     if args.save_at < 0 or args.save_at >= args.steps:
         ap.error("--save-at must be in [0, --steps=%d), not %d" % (args.steps, args.save_at))
     if (args.save_at or args.resume) and not args.checkpoint_dir:
@@ -53,6 +66,24 @@ def parse(ap, argv=None):
     if args.resume and not os.path.isdir(args.checkpoint_dir):
         ap.error("--resume: --checkpoint-dir %s does not exist" % args.checkpoint_dir)
     return args
+
+
+def per_rank_batch(args, world):
+    """Each rank's share of --global-batch at world size `world` (a clear error where it does not divide)."""
+    if args.global_batch % world:
+        raise SystemExit("--global-batch %d is not a multiple of the world size %d" % (args.global_batch, world))
+    return args.global_batch // world
+
+
+def global_mean(loss):
+    """The mean over the ranks of each rank's loss tensor (a collective: every rank calls it). With equal slices
+    that is the loss of the whole global batch, the same figure at any world size."""
+    import torch.distributed as dist
+    total = loss.detach().float().reshape(1).clone()  # on the loss's device: the group's backend reduces it there
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(total)
+        total /= dist.get_world_size()
+    return total.item()
 
 
 def param_bytes(params):

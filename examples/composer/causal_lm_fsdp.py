@@ -11,7 +11,9 @@ Composer makes the process group itself from its device's `dist_backend` ('gloo'
 DeviceGPU) and refuses a group of another backend, so the example names weft as a device's backend: the one
 marked line, a DeviceCPU (or DeviceGPU) subclass with `dist_backend = "weft"`. `import weft.torch` registers
 the backend in every rank Composer's launcher starts. The tokens are synthetic: a fixed random bigram table
-drives every sequence, so the model has something to learn and every run sees the same data.
+drives every sequence, so the model has something to learn and every run sees the same data. Each step trains
+one global batch (--global-batch), each rank its 1/N slice, and the sharded checkpoint (torch's DCP) reshards
+when it is loaded: a run saved at one world size resumes at another.
 """
 
 import argparse
@@ -47,7 +49,10 @@ class Block(nn.Module):
     def __init__(self, dim, heads):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        # No biases in attention (as in Llama): a key bias gets no gradient (softmax ignores what it adds to each
+        # query's scores alike), so all it would hold is what AdamW makes of rounding noise, which differs with
+        # the order the ranks' gradients are summed in, hence with the world size.
+        self.attn = nn.MultiheadAttention(dim, heads, bias=False, batch_first=True)
         self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
         self._fsdp_wrap = True  # Composer's FSDP makes each block a unit of its own
 
@@ -105,7 +110,7 @@ class Report(Callback):
         self.t0 = time.perf_counter()
 
     def batch_end(self, state, logger):
-        self.log.step(state.loss.item(), time.perf_counter() - self.t0)
+        self.log.step(stack_report.global_mean(state.loss), time.perf_counter() - self.t0)
 
     def fit_end(self, state, logger):
         local = [p.to_local() if hasattr(p, "to_local") else p for p in state.model.parameters()]
@@ -121,7 +126,7 @@ class Report(Callback):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    stack_report.add_args(ap, steps=8, batch_size=4, lr=3e-3)
+    stack_report.add_args(ap, steps=8, global_batch=8, lr=3e-3)
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--dim", type=int, default=64)
@@ -137,14 +142,16 @@ def main():
     torch.manual_seed(args.seed)
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    data = sequences(args.batch_size * world * args.steps, args.vocab, args.seq, args.seed)
+    # The same samples at any world size: a step's global batch, in rank order, is consecutive sequences (the
+    # DistributedSampler without shuffling deals them out round robin).
+    data = sequences(args.global_batch * args.steps, args.vocab, args.seq, args.seed)
     model = TinyLM(args.vocab, args.seq, args.dim, args.layers, args.heads)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     ckpt = args.checkpoint_dir and os.path.abspath(args.checkpoint_dir)
     trainer = Trainer(
         model=model, optimizers=opt, max_duration="%dba" % args.steps,
         device=device_for(args.device, args.backend),
-        train_dataloader=DataLoader(data, batch_size=args.batch_size,
+        train_dataloader=DataLoader(data, batch_size=stack_report.per_rank_batch(args, world),
                                     sampler=cdist.get_sampler(data, shuffle=False)),
         parallelism_config={"fsdp": FSDP2Config(state_dict_type="sharded")},
         callbacks=[Report(args)], loggers=[], progress_bar=False, log_to_console=False, seed=args.seed,

@@ -10,6 +10,8 @@ Lightning launches the ranks itself: this process is rank 0 and starts the other
 again. weft is selected by the one marked line, `DDPStrategy(process_group_backend="weft")`; the backend is
 registered by `import weft.torch` (an installed weft: `import torch` already does). The interactions are
 synthetic: a hidden pair of embeddings decides which (user, item) pairs are clicked, the same on every run.
+Each step trains one global batch (--global-batch), each rank its 1/N slice (Lightning's DistributedSampler),
+and the loss reported is the whole batch's: a checkpoint taken at one world size resumes at another.
 """
 
 import argparse
@@ -81,7 +83,7 @@ class Report(pl.Callback):
         self.t0 = time.perf_counter()
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        self.record.step(outputs["loss"].item(), time.perf_counter() - self.t0)
+        self.record.step(stack_report.global_mean(outputs["loss"]), time.perf_counter() - self.t0)
 
     def on_train_epoch_end(self, trainer, module):
         if self.args.save_at and trainer.global_step == self.args.save_at:
@@ -99,7 +101,7 @@ class Report(pl.Callback):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    stack_report.add_args(ap, steps=8, batch_size=64, lr=0.5)
+    stack_report.add_args(ap, steps=8, global_batch=128, lr=0.5)
     ap.add_argument("--devices", type=int, default=2, help="ranks (processes) Lightning starts")
     ap.add_argument("--steps-per-epoch", type=int, default=4, help="--save-at must be a multiple of it")
     args = stack_report.parse(ap)
@@ -112,8 +114,10 @@ def main():
     torch.set_num_threads(1)
     pl.seed_everything(args.seed, workers=True, verbose=False)
 
-    data = interactions(args.batch_size * args.devices * args.steps_per_epoch, args.seed)
-    loader = DataLoader(data, batch_size=args.batch_size, shuffle=False)  # Lightning adds a DistributedSampler
+    # The same samples at any --devices: a step's global batch, in rank order, is consecutive samples (Lightning's
+    # DistributedSampler without shuffling deals them out round robin).
+    data = interactions(args.global_batch * args.steps_per_epoch, args.seed)
+    loader = DataLoader(data, batch_size=stack_report.per_rank_batch(args, args.devices), shuffle=False)
     ckpt = os.path.join(args.checkpoint_dir, "two_tower.ckpt") if args.resume else None
     trainer = pl.Trainer(
         accelerator="gpu" if args.device == "cuda" else "cpu", devices=args.devices,

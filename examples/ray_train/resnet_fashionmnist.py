@@ -10,7 +10,8 @@ Ray makes each worker's process group before the training function runs, so "wef
 the worker process first: `ray.init(runtime_env={"worker_process_setup_hook": "weft._backend.register"})`
 does it in every worker (an installed weft needs no hook: `import torch` registers it). The backend is then
 named by the one marked line, `TorchConfig(backend="weft")`. The images are synthetic (no download): each class
-is a fixed random pattern plus noise, drawn from the seed, so every run sees the same data.
+is a fixed random pattern plus noise, drawn from the seed, so every run sees the same data. Each step trains one
+global batch (--global-batch), each worker its 1/N slice, so a checkpoint resumes at another --workers.
 """
 
 import argparse
@@ -34,6 +35,12 @@ from ray.train import Checkpoint, RunConfig, ScalingConfig  # noqa: E402
 from ray.train.torch import TorchConfig, TorchTrainer  # noqa: E402
 
 
+def norm(channels):
+    """GroupNorm, not BatchNorm: under DDP BatchNorm normalises over each rank's own slice (SyncBatchNorm runs only
+    on accelerators), so the model would change with the world size; GroupNorm normalises each image alone."""
+    return nn.GroupNorm(min(8, channels), channels)
+
+
 def resnet(width):
     """A CIFAR-style ResNet-8 for 28x28 inputs: a 3x3 stem, three stages of one torchvision BasicBlock each
     (width, 2x and 4x channels, the last two halving the resolution), global pooling, a linear head."""
@@ -41,21 +48,24 @@ def resnet(width):
 
     def stage(cin, cout, stride):
         down = None if stride == 1 and cin == cout else nn.Sequential(
-            nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
-        return block(cin, cout, stride=stride, downsample=down)
+            nn.Conv2d(cin, cout, 1, stride=stride, bias=False), norm(cout))
+        return block(cin, cout, stride=stride, downsample=down, norm_layer=norm)
 
     return nn.Sequential(
-        nn.Conv2d(1, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True),
+        nn.Conv2d(1, width, 3, padding=1, bias=False), norm(width), nn.ReLU(inplace=True),
         stage(width, width, 1), stage(width, 2 * width, 2), stage(2 * width, 4 * width, 2),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * width, 10))
 
 
-def batch(step, rank, size, seed):
-    """Rank `rank`'s slice of step `step`'s global batch: labels and images of their class's pattern."""
+def batch(step, rank, world, global_batch, seed):
+    """Rank `rank`'s slice (of `world`) of step `step`'s global batch: labels and images of their class's pattern.
+    The global batch is drawn from the seed and the step alone, so it is the same at any world size."""
     patterns = torch.randn(10, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
-    g = torch.Generator().manual_seed(seed * 1000003 + step * 1009 + rank)
-    labels = torch.randint(0, 10, (size,), generator=g)
-    return patterns[labels] + 0.5 * torch.randn(size, 1, 28, 28, generator=g), labels
+    g = torch.Generator().manual_seed(seed * 1000003 + step * 1009)
+    labels = torch.randint(0, 10, (global_batch,), generator=g)
+    images = patterns[labels] + 0.5 * torch.randn(global_batch, 1, 28, 28, generator=g)
+    mine = slice(rank * global_batch // world, (rank + 1) * global_batch // world)
+    return images[mine], labels[mine]
 
 
 def train_loop(config):
@@ -65,6 +75,7 @@ def train_loop(config):
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     torch.manual_seed(args["seed"])
     model = ray.train.torch.prepare_model(resnet(args["width"]))  # DDP over the worker group's default process group
+    plain = getattr(model, "module", model)  # prepare_model wraps in DDP only where there are 2 workers or more
     opt = torch.optim.SGD(model.parameters(), lr=args["lr"], momentum=0.9)
     first = 0
     # Ray Train's way to resume: the checkpoint a run reported, handed to the new run's training function.
@@ -72,43 +83,44 @@ def train_loop(config):
     if checkpoint:
         with checkpoint.as_directory() as d:
             state = torch.load(os.path.join(d, "state.pt"), weights_only=True)
-        model.module.load_state_dict(state["model"])
+        plain.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         first = state["step"]
     device = ray.train.torch.get_device()
     log = stack_report.Log(first)
     for step in range(first, args["steps"]):
         t0 = time.perf_counter()
-        images, labels = (t.to(device) for t in batch(step, rank, args["batch_size"], args["seed"]))
+        images, labels = (t.to(device) for t in batch(step, rank, world, args["global_batch"], args["seed"]))
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(images), labels)
         loss.backward()
         opt.step()
-        log.step(loss.item(), time.perf_counter() - t0)
+        log.step(stack_report.global_mean(loss), time.perf_counter() - t0)
         if args["save_at"] and step + 1 == args["save_at"]:
             # Ray's idiom: rank 0 reports the checkpoint, the others report metrics alone.
             with tempfile.TemporaryDirectory() as d:
                 if rank == 0:
-                    torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step + 1},
+                    torch.save({"model": plain.state_dict(), "opt": opt.state_dict(), "step": step + 1},
                                os.path.join(d, "state.pt"))
                 ray.train.report({"step": step + 1}, checkpoint=Checkpoint.from_directory(d) if rank == 0 else None)
     per_rank = [None] * world
     dist.all_gather_object(per_rank, stack_report.param_bytes(model.parameters()))
     if rank == 0:
         log.write(args["out"], backend=dist.get_backend(), world_size=dist.get_world_size(),
-                  state_dict=model.module.state_dict(), param_bytes_per_rank=per_rank, param_bytes_full=per_rank[0],
+                  state_dict=plain.state_dict(), param_bytes_per_rank=per_rank, param_bytes_full=per_rank[0],
                   stack="ray", stack_version=ray.__version__)
     ray.train.report({"step": args["steps"]})
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    stack_report.add_args(ap, steps=8, batch_size=16, lr=0.1)
+    stack_report.add_args(ap, steps=8, global_batch=32, lr=0.1)
     ap.add_argument("--workers", type=int, default=2, help="Ray Train workers (ranks)")
     ap.add_argument("--width", type=int, default=16, help="the first stage's channels (the others: 2x, 4x)")
     args = stack_report.parse(ap)
     if args.workers < 1 or args.width < 1:
         ap.error("--workers and --width must be at least 1, not %d and %d" % (args.workers, args.width))
+    stack_report.per_rank_batch(args, args.workers)  # refuses a --global-batch the workers cannot split evenly
     if args.out:
         args.out = os.path.abspath(args.out)
     ckpt_dir = os.path.abspath(args.checkpoint_dir) if args.checkpoint_dir else None
