@@ -3,19 +3,21 @@
 stacks that launch their own ranks (Lightning, Ray, Composer's launcher; tests/stacks/parity.py knows
 torchrun, accelerate and deepspeed by name).
 
-    parity_command.py --world 2 --rtol 1e-5 --steps 8 --save-at 4 [--sharded] [--needs lightning] -- \\
-        .venv/bin/python examples/lightning/two_tower.py --devices 2
+    parity_command.py --world 2 --resume-world 1 --rtol 1e-5 --steps 8 --save-at 4 [--sharded] \\
+        [--needs lightning] -- .venv/bin/python examples/lightning/two_tower.py --devices {world}
 
 The command after `--` is the stack's own launch of the example (torchrun, Lightning's launch, Ray, Composer's
-launcher ...); parity.py appends `--backend B --out FILE --steps S` and the checkpoint flags of
-examples/stack_report.py to it and reads the JSON report each run writes. Three runs:
+launcher ...), with `{world}` where it names the number of ranks: runs 1 and 2 launch --world ranks, run 3
+--resume-world (default: --world). parity_command.py appends `--backend B --out FILE --steps S` and the
+checkpoint flags of examples/stack_report.py to it and reads the JSON report each run writes. Three runs:
   1. over weft, saving a checkpoint after --save-at steps;
   2. over gloo, the same seeds and data;
-  3. over weft again in fresh processes, resumed from run 1's checkpoint.
+  3. over weft again in fresh processes at --resume-world ranks, resumed from run 1's checkpoint.
 Checks: run 1's group really was weft (`dist.get_backend()` inside the job) and run 2's gloo, both of the
-launched world size; at every step the losses of 1 and 2 agree within the row's tolerance, and so do their
-final parameters; the model trained (the loss moved); run 3 starts at --save-at and repeats run 1's losses and
-final parameters; with --sharded, each rank held about 1/N of the parameter bytes.
+launched world size, and run 3's weft at --resume-world; at every step the losses of 1 and 2 agree within the
+row's tolerance, and so do their final parameters; the model trained (the loss moved); run 3 starts at
+--save-at and repeats run 1's losses and final parameters (at another world size too: the examples train the
+same global batches at any); with --sharded, each rank held about 1/N of the parameter bytes.
 A loss pair agrees when |weft - gloo| <= rtol * |gloo| + atol; a parameter tensor when its largest difference
 is at most rtol times its largest magnitude plus atol (float32 sums in another order differ relative to the
 tensor's scale, not each element's).
@@ -34,6 +36,13 @@ import subprocess
 import sys
 import tempfile
 import time
+
+
+WORLD = "{world}"  # in the launch command: each run's number of ranks
+
+
+def at_world(cmd, world):
+    return [a.replace(WORLD, str(world)) for a in cmd]
 
 
 def skip(reason):
@@ -128,7 +137,8 @@ def compare_params(c, name, got_path, want_path, rtol, atol):
 
 def main():
     ap = argparse.ArgumentParser(description="weft against gloo for one training-stack example")
-    ap.add_argument("--world", type=int, required=True, help="the world size the command launches")
+    ap.add_argument("--world", type=int, required=True, help="the world size of runs 1 and 2: {world} in the command")
+    ap.add_argument("--resume-world", type=int, help="the world size of the resumed run (default: --world)")
     ap.add_argument("--rtol", type=float, required=True, help="1e-5 for SGD-style rows, 1e-3 for Adam")
     ap.add_argument("--atol", type=float, default=1e-7)
     ap.add_argument("--steps", type=int, default=8)
@@ -145,9 +155,15 @@ def main():
         ap.error("no command: give the example's launch command after --")
     if args.world < 1:
         ap.error("--world must be at least 1, not %d" % args.world)
+    if args.resume_world is None:
+        args.resume_world = args.world
+    if args.resume_world < 1:
+        ap.error("--resume-world must be at least 1, not %d" % args.resume_world)
+    if not any(WORLD in a for a in cmd):
+        ap.error("the launch command names no %s (where it takes the number of ranks): %s" % (WORLD, " ".join(cmd)))
     if not 0 <= args.save_at < args.steps:
         ap.error("--save-at must be in [0, --steps=%d), not %d" % (args.steps, args.save_at))
-    check_needs(args.needs, args.needs_cuda, args.world)
+    check_needs(args.needs, args.needs_cuda, max(args.world, args.resume_world))
 
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
@@ -163,16 +179,16 @@ def run_all(args, cmd, work):
     out = {name: os.path.join(work, name + ".json") for name in ("weft", "gloo", "resumed")}
     common = ["--steps", str(args.steps)]
     save = ["--save-at", str(args.save_at), "--checkpoint-dir", ckpt] if args.save_at else []
-    runs = [("weft", ["--backend", "weft", "--out", out["weft"]] + common + save),
-            ("gloo", ["--backend", "gloo", "--out", out["gloo"]] + common)]
+    runs = [("weft", args.world, ["--backend", "weft", "--out", out["weft"]] + common + save),
+            ("gloo", args.world, ["--backend", "gloo", "--out", out["gloo"]] + common)]
     if args.save_at:
-        runs.append(("resumed", ["--backend", "weft", "--out", out["resumed"], "--resume", "--checkpoint-dir", ckpt]
-                     + common))
+        runs.append(("resumed", args.resume_world,
+                     ["--backend", "weft", "--out", out["resumed"], "--resume", "--checkpoint-dir", ckpt] + common))
     walls = {}
-    for name, extra in runs:
-        walls[name] = launch(cmd + extra, name, args.timeout, work)
+    for name, world, extra in runs:
+        walls[name] = launch(at_world(cmd, world) + extra, name, args.timeout, work)
     reports = {}
-    for name, _ in runs:
+    for name, _, _ in runs:
         with open(out[name]) as f:
             reports[name] = json.load(f)
 
@@ -203,15 +219,21 @@ def run_all(args, cmd, work):
     if args.save_at:
         r = reports["resumed"]
         c.check(r["backend"] == "weft", "the resumed run's group is %r, not 'weft'" % r["backend"])
+        c.check(r["world_size"] == args.resume_world, "the resumed run's world size is %s, not %d" %
+                (r["world_size"], args.resume_world))
         c.check(r["first_step"] == args.save_at, "the resumed run starts at step %s, not %d" %
                 (r["first_step"], args.save_at))
-        compare_losses(c, "resumed vs uninterrupted", r["losses"], w["losses"][args.save_at:], args.rtol, args.atol)
-        compare_params(c, "resumed vs uninterrupted final parameters", r["final_params"], w["final_params"],
-                       args.rtol, args.atol)
+        name = "resumed at %d ranks vs uninterrupted at %d" % (args.resume_world, args.world)
+        resumed_losses = compare_losses(c, name, r["losses"], w["losses"][args.save_at:], args.rtol, args.atol)
+        resumed_params = compare_params(c, name + ": final parameters", r["final_params"], w["final_params"],
+                                        args.rtol, args.atol)
     ratio = (w["step_time_s"] / g["step_time_s"]) if w.get("step_time_s") and g.get("step_time_s") else float("nan")
     print("runs (wall s): %s" % ", ".join("%s %.1f" % kv for kv in walls.items()))
     print("worst relative difference weft vs gloo: losses %.3g, parameters %.3g (rtol %g)" %
           (loss_worst, param_worst, args.rtol))
+    if args.save_at:
+        print("resumed at step %d on %d ranks (saved on %d): worst relative difference losses %.3g, parameters %.3g" %
+              (args.save_at, args.resume_world, args.world, resumed_losses, resumed_params))
     print("median step time: weft %.4g s, gloo %.4g s, weft/gloo %.2f" %
           (w.get("step_time_s") or float("nan"), g.get("step_time_s") or float("nan"), ratio))
     print("%d passed, %d failed" % (c.passed, c.failed), flush=True)
