@@ -13,9 +13,11 @@ Checks, each a failure with the numbers when it does not hold:
 - with --sharded, each rank holds about 1/N of the model's parameter bytes;
 - with --cuda-only WHY, the row runs only where there is a GPU per rank (and skips, printing WHY, elsewhere);
 - with --resume, the weft run saves a checkpoint half way, a fresh job (--resume-nproc ranks) loads it, and
-  its losses continue the first run's within --rtol; with --resume-universal (DeepSpeed), between the jobs
-  DeepSpeed's converter (python -m deepspeed.checkpoint.ds_to_universal) turns the saved checkpoint into a
-  universal one, which the fresh job loads (the example's --load-universal) at any world size.
+  its losses continue the first run's within --rtol; with --resume-params, its final parameters also match the
+  first run's (the parameters' tolerance), for rows whose training does not depend on the world size; with
+  --resume-universal (DeepSpeed), between the jobs DeepSpeed's converter (python -m
+  deepspeed.checkpoint.ds_to_universal) turns the saved checkpoint into a universal one, which the fresh job
+  loads (the example's --load-universal) at any world size.
 
 The example writes the JSON report of examples/stacks.py (--out). The stacks' Python is $WEFT_STACKS_PYTHON,
 or this interpreter. --needs lists the modules the example imports: a missing one is a skip (exit 77) naming
@@ -154,20 +156,20 @@ def compare_losses(c, name, got, want, rtol):
     return worst
 
 
-def compare_params(c, got_path, want_path, rtol):
+def compare_params(c, got_path, want_path, rtol, name="final params"):
     import torch
     got, want = torch.load(got_path), torch.load(want_path)
-    c.check(sorted(got) == sorted(want), "final params: the two runs have different keys")
+    c.check(sorted(got) == sorted(want), "%s: the two runs have different keys" % name)
     worst = 0.0
     for k in sorted(set(got) & set(want)):
         a, b = got[k].double(), want[k].double()
         if a.shape != b.shape:
-            c.check(False, "final params: %s has shape %s against %s" % (k, tuple(a.shape), tuple(b.shape)))
+            c.check(False, "%s: %s has shape %s against %s" % (name, k, tuple(a.shape), tuple(b.shape)))
             continue
         scale = max(a.abs().max().item(), b.abs().max().item(), 1e-12) if a.numel() else 1.0
         err = (a - b).abs().max().item() / scale if a.numel() else 0.0
         worst = max(worst, err)
-        c.check(err <= rtol, "final params: %s differs by %.3g of its largest magnitude (> %.3g)" % (k, err, rtol))
+        c.check(err <= rtol, "%s: %s differs by %.3g of its largest magnitude (> %.3g)" % (name, k, err, rtol))
     return worst
 
 
@@ -189,6 +191,8 @@ def main():
     ap.add_argument("--resume-universal", action="store_true",
                     help="DeepSpeed: convert the checkpoint with ds_to_universal between the jobs and resume from "
                     "the universal one (the example's --load-universal)")
+    ap.add_argument("--resume-params", action="store_true",
+                    help="also compare the resumed job's final parameters with the first run's")
     ap.add_argument("--baseline", default="gloo", choices=("gloo", "nccl"), help="the backend weft is compared with")
     ap.add_argument("--needs", default="", help="comma-separated modules the example imports")
     ap.add_argument("--cuda-only", metavar="WHY", help="the row needs a GPU per rank (WHY it cannot run on a CPU): "
@@ -262,6 +266,10 @@ def main():
                                  args.rtol)
             print("resumed at step %d on %d ranks%s: largest relative loss difference %.3g" %
                   (k, n, " from the universal checkpoint" if args.resume_universal else "", err))
+            if args.resume_params:
+                perr = compare_params(c, r["final_params"], w["final_params"], params_rtol,
+                                      "final params resumed at %d ranks" % n)
+                print("resumed at %d ranks: final params %.3g (rtol %.3g)" % (n, perr, params_rtol))
         if w["step_time_s"] and g["step_time_s"]:
             print("weft/%s step time %.3f (median %.4g s against %.4g s)" %
                   (args.baseline, w["step_time_s"] / g["step_time_s"], w["step_time_s"], g["step_time_s"]))
