@@ -13,8 +13,8 @@ Checks, each a failure with the numbers when it does not hold:
 - with --sharded, each rank holds about 1/N of the model's parameter bytes;
 - with --cuda-only WHY, the row runs only where there is a GPU per rank (and skips, printing WHY, elsewhere);
 - with --resume, the weft run saves a checkpoint half way, a fresh job (--resume-nproc ranks) loads it, and
-  its losses continue the first run's within --rtol; with --resume-params, its final parameters also match the
-  first run's (the parameters' tolerance), for rows whose training does not depend on the world size; with
+  its losses continue the first run's within --rtol; with --resume-params-rtol R, its final parameters also
+  match the first run's within R (at another world size a row's sums run in another order); with
   --resume-universal (DeepSpeed), between the jobs DeepSpeed's converter (python -m
   deepspeed.checkpoint.ds_to_universal) turns the saved checkpoint into a universal one, which the fresh job
   loads (the example's --load-universal) at any world size.
@@ -191,8 +191,8 @@ def main():
     ap.add_argument("--resume-universal", action="store_true",
                     help="DeepSpeed: convert the checkpoint with ds_to_universal between the jobs and resume from "
                     "the universal one (the example's --load-universal)")
-    ap.add_argument("--resume-params", action="store_true",
-                    help="also compare the resumed job's final parameters with the first run's")
+    ap.add_argument("--resume-params-rtol", type=float,
+                    help="also compare the resumed job's final parameters with the first run's, at this tolerance")
     ap.add_argument("--baseline", default="gloo", choices=("gloo", "nccl"), help="the backend weft is compared with")
     ap.add_argument("--needs", default="", help="comma-separated modules the example imports")
     ap.add_argument("--cuda-only", metavar="WHY", help="the row needs a GPU per rank (WHY it cannot run on a CPU): "
@@ -266,10 +266,10 @@ def main():
                                  args.rtol)
             print("resumed at step %d on %d ranks%s: largest relative loss difference %.3g" %
                   (k, n, " from the universal checkpoint" if args.resume_universal else "", err))
-            if args.resume_params:
-                perr = compare_params(c, r["final_params"], w["final_params"], params_rtol,
+            if args.resume_params_rtol is not None:
+                perr = compare_params(c, r["final_params"], w["final_params"], args.resume_params_rtol,
                                       "final params resumed at %d ranks" % n)
-                print("resumed at %d ranks: final params %.3g (rtol %.3g)" % (n, perr, params_rtol))
+                print("resumed at %d ranks: final params %.3g (rtol %.3g)" % (n, perr, args.resume_params_rtol))
         if w["step_time_s"] and g["step_time_s"]:
             print("weft/%s step time %.3f (median %.4g s against %.4g s)" %
                   (args.baseline, w["step_time_s"] / g["step_time_s"], w["step_time_s"], g["step_time_s"]))
