@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if os.path.isdir(os.path.join(ROOT, "python", "weft")) and os.path.join(ROOT, "python") not in sys.path:
     sys.path.insert(0, os.path.join(ROOT, "python"))
 
+import stacks  # noqa: E402  (beside this file: the batch check and the global loss are the examples' own)
 
 def add_args(ap, steps, batch_size=None, lr=None, global_batch=None):
     """The common flags; with global_batch (instead of batch_size) the batch is --global-batch, a step's samples
@@ -53,8 +54,8 @@ def add_args(ap, steps, batch_size=None, lr=None, global_batch=None):
 
 def parse(ap, argv=None):
     args = ap.parse_args(argv)
-    batch_flag = "--global-batch" if hasattr(args, "global_batch") else "--batch-size"
-    batch = args.global_batch if hasattr(args, "global_batch") else args.batch_size
+    batch_flag, batch = (("--global-batch", args.global_batch) if hasattr(args, "global_batch") else
+                         ("--batch-size", args.batch_size))
     if args.steps < 1 or batch < 1:
         ap.error("--steps and %s must be at least 1, not %d and %d" % (batch_flag, args.steps, batch))
     if args.save_at < 0 or args.save_at >= args.steps:
@@ -70,20 +71,11 @@ def parse(ap, argv=None):
 
 def per_rank_batch(args, world):
     """Each rank's share of --global-batch at world size `world` (a clear error where it does not divide)."""
-    if args.global_batch % world:
-        raise SystemExit("--global-batch %d is not a multiple of the world size %d" % (args.global_batch, world))
+    stacks.check_batch(args, world)
     return args.global_batch // world
 
 
-def global_mean(loss):
-    """The mean over the ranks of each rank's loss tensor (a collective: every rank calls it). With equal slices
-    that is the loss of the whole global batch, the same figure at any world size."""
-    import torch.distributed as dist
-    total = loss.detach().float().reshape(1).clone()  # on the loss's device: the group's backend reduces it there
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(total)
-        total /= dist.get_world_size()
-    return total.item()
+global_mean = stacks.global_mean
 
 
 def param_bytes(params):

@@ -69,11 +69,14 @@ def check_batch(args, world):
 
 
 def global_mean(loss):
-    """The mean over ranks of each rank's loss: the loss of the whole global batch."""
+    """The mean over ranks of each rank's loss (a collective: every rank calls it): with equal slices, the loss of
+    the whole global batch, the same figure at any world size. A world of one, or none, is the loss itself."""
     import torch.distributed as dist
-    total = loss.detach().float().clone()
-    dist.all_reduce(total)
-    return total.item() / dist.get_world_size()
+    total = loss.detach().float().reshape(1).clone()  # on the loss's device: the group's backend reduces it there
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(total)
+        total /= dist.get_world_size()
+    return total.item()
 
 
 def save_torch(args, report, step, model, opt):
