@@ -29,7 +29,9 @@ WeftBackend::WeftBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
 WeftBackend::~WeftBackend() { shutdown(); }
 
 weftStream_t WeftBackend::LeaseStream() {
+  std::vector<c10::intrusive_ptr<WeftWork>> retired;  // dropped after the lock, on this (the issuing) thread
   std::lock_guard<std::mutex> lock(mu_);
+  retired.swap(retired_);
   if (!free_streams_.empty()) {
     weftStream_t s = free_streams_.back();
     free_streams_.pop_back();
@@ -43,9 +45,10 @@ weftStream_t WeftBackend::LeaseStream() {
 }
 
 void WeftBackend::Finish(const c10::intrusive_ptr<WeftWork>& work) {
-  work->release_ = [this](weftStream_t s) {
+  work->release_ = [this](weftStream_t s, c10::intrusive_ptr<WeftWork> ref) {
     std::lock_guard<std::mutex> lock(mu_);
     free_streams_.push_back(s);
+    if (ref && ref.use_count() == 1) retired_.push_back(std::move(ref));
   };
   // The callback owns a reference until it has run.
   c10::intrusive_ptr<WeftWork> ref = work;
@@ -58,7 +61,7 @@ void WeftBackend::Finish(const c10::intrusive_ptr<WeftWork>& work) {
     weftStreamSynchronize(work->stream_);
     work->Complete(std::make_exception_ptr(
         c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, error)));
-    work->release_(work->stream_);
+    work->release_(work->stream_, nullptr);
   }
 }
 
@@ -324,11 +327,14 @@ void WeftBackend::shutdown() {
   // Every issued host collective has completed once its stream has
   // (callbacks included); not under mu_, which the callbacks take.
   for (weftStream_t s : streams) weftStreamDestroy(s);
+  std::vector<c10::intrusive_ptr<WeftWork>> retired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     all_streams_.clear();
     free_streams_.clear();
+    retired.swap(retired_);
   }
+  retired.clear();
   order_.reset();
   comms_.Destroy();
 }

@@ -62,7 +62,10 @@ class WeftWork : public c10d::Work {
   // coalesced group, enqueued behind its kernels at endCoalescing.
   std::vector<std::function<void()>> post_;
   weftStream_t stream_ = nullptr;            // host: the stream it runs on
-  std::function<void(weftStream_t)> release_;  // host: hands the stream back to the group
+  // Host: hands the stream back to the group, and with it the callback's
+  // reference to this Work (null where there is none), which the group
+  // keeps when it is the last (see OnStreamDone).
+  std::function<void(weftStream_t, c10::intrusive_ptr<WeftWork>)> release_;
   bool open_ = false;  // a coalesced group before endCoalescing: more may join it
   bool grouped_ = false;  // its calls are in an open weftGroupStart (on the issuing thread)
   int device_ = -1;       // CUDA: the device of a coalesced group
@@ -149,6 +152,10 @@ class WeftBackend : public c10d::Backend {
   std::mutex mu_;
   std::vector<weftStream_t> free_streams_;
   std::vector<weftStream_t> all_streams_;
+  // Completed host work that nobody else held when its stream callback
+  // ended: dropped on an issuing thread (the next LeaseStream) or by
+  // shutdown, never on a stream's thread.
+  std::vector<c10::intrusive_ptr<WeftWork>> retired_;
   bool shut_ = false;
   std::unique_ptr<CudaOrder> order_;
   // startCoalescing .. endCoalescing: one Work for every collective between.

@@ -51,7 +51,13 @@ void WeftWork::OnStreamDone(weftStream_t stream, weftResult_t status, void* arg)
                                                           WeftError(work->op_, work->rank_, status)));
   }
   work->Complete(error);
-  work->release_(stream);
+  // Where this is the last reference (the waiter has returned and dropped
+  // the Work, or nobody waited), dropping it here would free the tensors,
+  // and with them their Python objects, on this thread; once the
+  // interpreter is finalizing (the program that waited has ended) that ends
+  // the thread inside a noexcept frame and the process aborts, as torch's
+  // gloo workers do. The group keeps it for an issuing thread to drop.
+  work->release_(stream, std::move(work));
 }
 
 void WeftWork::Complete(std::exception_ptr error) {

@@ -243,6 +243,35 @@ def test_async_returns_early(job):
     job.check(bool((x == job.world).all().item()), "async all_reduce value")
 
 
+def test_freed_on_issuing_thread(job):
+    """A finished host collective's tensors are freed on a thread that issues collectives, never on weft's stream
+    thread, whether its Work was waited for or dropped unwaited: freeing their Python objects on a thread of weft's
+    own aborts the process once the interpreter is finalizing (torch's gloo workers do, in all_gather_object at
+    exit). Rank 0's all-reduce ends after it dropped everything, as rank 1 joins late."""
+    import threading
+    import time
+    import weakref
+    freed_on = []
+    for waited in (True, False):
+        x = torch.ones(1 << 10)
+        weakref.finalize(x, lambda: freed_on.append(threading.get_ident()))
+        if job.rank == 1:
+            time.sleep(0.3)
+        work = dist.all_reduce(x, async_op=True)
+        if waited:
+            work.wait()
+        del x, work
+    for _ in range(500):  # each issue drops what finished since; every rank loops as long as the slowest
+        done = torch.tensor([1 if len(freed_on) >= 2 else 0])
+        dist.all_reduce(done, op=dist.ReduceOp.MIN)
+        if done.item():
+            break
+        time.sleep(0.01)
+    main = threading.main_thread().ident
+    job.check(freed_on == [main, main], "the all-reduces' tensors were freed on threads %s, not only on the main "
+              "thread %d (2 expected)" % (freed_on, main))
+
+
 def test_barrier_and_objects(job):
     dist.barrier()
     dist.barrier(async_op=True).wait()
@@ -433,6 +462,7 @@ def main():
     for name, fn in [("all_reduce", test_all_reduce), ("all_reduce forms", test_all_reduce_forms),
                      ("broadcast", test_broadcast), ("all_gather", test_all_gather),
                      ("reduce_scatter", test_reduce_scatter), ("async", test_async_returns_early),
+                     ("freed on the issuing thread", test_freed_on_issuing_thread),
                      ("barrier and objects", test_barrier_and_objects),
                      ("rooted", test_rooted), ("all_to_all", test_all_to_all), ("send/recv", test_send_recv),
                      ("batch_isend_irecv", test_batch_isend_irecv), ("subgroups", test_subgroups),
