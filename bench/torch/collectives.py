@@ -8,9 +8,10 @@ For all_reduce, all_gather_into_tensor and reduce_scatter_tensor (float32, sum) 
 the median over the timed calls, the slowest rank's. nccl-tests' definitions: size is the bytes of the largest
 buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: the input), algbw = size / time, busbw
 = algbw x 2(n-1)/n for all-reduce and x (n-1)/n for the others; "time x" is the baseline's time over weft's.
-Then DDP training steps of torchvision's ResNet-50 (random data) over each backend and under no_sync, in
-alternating rounds: each backend's step and its gradient synchronisation (step minus the no_sync step), medians,
-the slowest rank's (--ddp-only: just those). --device cuda puts the tensors on each rank's GPU and sets torch's
+Then DDP training steps of torchvision's ResNet-50 (random data) over each backend, under no_sync, and with a
+comm hook that moves nothing ("no data": DDP's own share of the synchronisation), in alternating rounds: each
+one's step and its gradient synchronisation (step minus the no_sync step), medians, the slowest rank's
+(--ddp-only: just those; --ddp-bucket-view: DDP's gradient_as_bucket_view=True). --device cuda puts the tensors on each rank's GPU and sets torch's
 nccl backend beside weft instead of gloo.
 Environment: WEFT_SOCKET_IFNAME=lo keeps weft's bootstrap on loopback.
 """
@@ -103,20 +104,32 @@ def sweep(args, world, rank, gloo, base, base_name):
                     nbytes, count, "float", *w, *g, g[0] / w[0]), flush=True)
 
 
+def no_data_hook(state, bucket):
+    """A DDP comm hook that moves nothing: the bucket, as it is, at once."""
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 def ddp_steps(args, world, rank, gloo, base, base_name):
     """ResNet-50 DDP steps over weft and the baseline, in alternating rounds (the machine's load drifts), and the
     same model's step under no_sync (forward, backward, optimizer: no communication at all) in each round; a
-    backend's gradient synchronisation is its step minus that. Every figure is the median over rounds of each
-    round's median step, the slowest rank's."""
+    backend's gradient synchronisation is its step minus that. A third DDP has a comm hook that returns each
+    bucket at once ("no data": nothing moves): its synchronisation is DDP's own part (copying gradients into
+    buckets and back, its bookkeeping), which no backend can take away. Every figure is
+    the median over rounds of each round's median step, the slowest rank's."""
     import torchvision
     from torch.nn.parallel import DistributedDataParallel as DDP
     x = torch.randn(args.ddp_batch, 3, args.ddp_image, args.ddp_image, device=args.device)
     y = torch.randint(0, 1000, (args.ddp_batch,), device=args.device)
     loss_fn = torch.nn.CrossEntropyLoss()
     steps = {}
-    for name, group in {"weft": None, base_name: base}.items():
+    for name, group in {"weft": None, base_name: base, "no data": None}.items():
         torch.manual_seed(0)
-        model = DDP(torchvision.models.resnet50(weights=None).to(args.device), process_group=group)
+        model = DDP(torchvision.models.resnet50(weights=None).to(args.device), process_group=group,
+                    gradient_as_bucket_view=args.ddp_bucket_view)
+        if name == "no data":
+            model.register_comm_hook(None, no_data_hook)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
         def step(model=model, opt=opt):
@@ -138,17 +151,21 @@ def ddp_steps(args, world, rank, gloo, base, base_name):
     if rank == 0:
         params = sum(p.numel() for p in torchvision.models.resnet50(weights=None).parameters())
         print("\n# DDP step, torchvision resnet50 (%.1f M parameters, %.0f MB of float32 gradients), batch %d of "
-              "3x%dx%d per rank, %d ranks; median of %d rounds of %d steps; sync = step - compute (no_sync)" % (
+              "3x%dx%d per rank, %d ranks%s; median of %d rounds of %d steps; sync = step - compute (no_sync)" % (
                   params / 1e6, params * 4 / 1e6, args.ddp_batch, args.ddp_image, args.ddp_image, world,
-                  args.ddp_rounds, args.ddp_steps))
+                  ", gradient_as_bucket_view" if args.ddp_bucket_view else "", args.ddp_rounds, args.ddp_steps))
         print("%10s %12s %12s   %s" % ("backend", "step (ms)", "sync (ms)", "rounds' steps (ms)"))
-        for name in ["compute", "weft", base_name]:
+        for name in ["compute", "no data", "weft", base_name]:
             sync = "" if name == "compute" else "%12.1f" % ((med[name] - med["compute"]) * 1e3)
             print("%10s %12.1f %12s   %s" % (name, med[name] * 1e3, sync,
                                              " ".join("%.0f" % (t * 1e3) for t in rounds[name])))
         ws, gs = med["weft"] - med["compute"], med[base_name] - med["compute"]
         print("%10s %12.2f %12s" % ("weft/" + base_name, med["weft"] / med[base_name],
                                     "%.2f" % (ws / gs) if gs > 0 else "n/a"), flush=True)
+        # Beyond DDP's own part: what the backends' all-reduces add to the step.
+        wc, gc = med["weft"] - med["no data"], med[base_name] - med["no data"]
+        print("%10s %12s %12s   (sync beyond DDP's own, %.1f and %.1f ms)" % (
+            "", "", "%.2f" % (wc / gc) if gc > 0 else "n/a", wc * 1e3, gc * 1e3), flush=True)
 
 
 def main():
@@ -160,6 +177,8 @@ def main():
     p.add_argument("--ddp-image", type=int, default=112)
     p.add_argument("--ddp-steps", type=int, default=5)
     p.add_argument("--ddp-rounds", type=int, default=3)
+    p.add_argument("--ddp-bucket-view", action="store_true",
+                   help="DDP(gradient_as_bucket_view=True): gradients live in the buckets, no copies into them")
     p.add_argument("--ddp-only", action="store_true", help="only the DDP steps, not the collectives' sweep")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: CUDA tensors (one GPU per rank), beside torch's nccl backend instead of gloo")
