@@ -64,10 +64,8 @@ def check_needs(modules, cuda, world):
                  (name, sys.executable, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
 
 
-# torch's ProcessGroupGloo lets its worker threads drop a finished collective's tensors after the caller has
-# moved on; when the interpreter is finalizing by then, releasing their Python objects ends the thread inside
-# a noexcept frame and libstdc++ aborts with this line. The gloo run that ends so runs once more; weft's never.
-GLOO_EXIT_ABORT = "terminate called without an active exception"
+# gloo's teardown race (see parity.py): the gloo run that aborts so runs once more; weft's never.
+from parity import GLOO_EXIT_ABORT  # noqa: E402  (beside this file)
 
 
 def launch(cmd, what, timeout_s, log_dir):
