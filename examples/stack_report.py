@@ -28,6 +28,7 @@ if os.path.isdir(os.path.join(ROOT, "python", "weft")) and os.path.join(ROOT, "p
 
 import stacks  # noqa: E402  (beside this file: the batch check and the global loss are the examples' own)
 
+
 def add_args(ap, steps, batch_size=None, lr=None, global_batch=None):
     """The common flags; with global_batch (instead of batch_size) the batch is --global-batch, a step's samples
     over all ranks, so that the same batches train at any world size (a checkpoint resumed at another world size

@@ -11,8 +11,8 @@ buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: the inpu
 Then DDP training steps of torchvision's ResNet-50 (random data) over each backend, under no_sync, and with a
 comm hook that moves nothing ("no data": DDP's own share of the synchronisation), in alternating rounds: each
 one's step and its gradient synchronisation (step minus the no_sync step), medians, the slowest rank's
-(--ddp-only: just those; --ddp-bucket-view: DDP's gradient_as_bucket_view=True). --device cuda puts the tensors on each rank's GPU and sets torch's
-nccl backend beside weft instead of gloo.
+(--ddp-only: just those; --ddp-bucket-view: DDP's gradient_as_bucket_view=True). --device cuda puts the
+tensors on each rank's GPU and sets torch's nccl backend beside weft instead of gloo.
 Environment: WEFT_SOCKET_IFNAME=lo keeps weft's bootstrap on loopback.
 """
 
@@ -116,8 +116,8 @@ def ddp_steps(args, world, rank, gloo, base, base_name):
     same model's step under no_sync (forward, backward, optimizer: no communication at all) in each round; a
     backend's gradient synchronisation is its step minus that. A third DDP has a comm hook that returns each
     bucket at once ("no data": nothing moves): its synchronisation is DDP's own part (copying gradients into
-    buckets and back, its bookkeeping), which no backend can take away. Every figure is
-    the median over rounds of each round's median step, the slowest rank's."""
+    buckets and back, its bookkeeping), which no backend can take away. Every figure is the median over rounds
+    of each round's median step, the slowest rank's."""
     import torchvision
     from torch.nn.parallel import DistributedDataParallel as DDP
     x = torch.randn(args.ddp_batch, 3, args.ddp_image, args.ddp_image, device=args.device)

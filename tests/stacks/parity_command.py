@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 
+from parity import GLOO_EXIT_ABORT  # beside this file: gloo's exit-abort line
+
 
 WORLD = "{world}"  # in the launch command: each run's number of ranks
 
@@ -64,25 +66,23 @@ def check_needs(modules, cuda, world):
                  (name, sys.executable, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
 
 
-# gloo's teardown race (see parity.py): the gloo run that aborts so runs once more; weft's never.
-from parity import GLOO_EXIT_ABORT  # noqa: E402  (beside this file)
-
-
 def launch(cmd, what, timeout_s, log_dir):
-    """Runs cmd in its own process group (so a timeout ends every rank it started); returns its wall time."""
-    try:
-        return launch_once(cmd, what, timeout_s, log_dir)
-    except GlooExitAbort:
+    """Runs cmd in its own process group (so a timeout ends every rank it started); returns its wall time. The
+    gloo run that aborts in gloo's teardown race (see parity.py) runs once more; weft's runs never."""
+    rc, text, wall = launch_once(cmd, what, timeout_s, log_dir)
+    if rc != 0 and what == "gloo" and GLOO_EXIT_ABORT in text:
         print("the %s run aborted at exit (%r): gloo's worker-thread teardown race, not a result; once more" %
               (what, GLOO_EXIT_ABORT), flush=True)
-        return launch_once(cmd, what + "-again", timeout_s, log_dir)
-
-
-class GlooExitAbort(Exception):
-    pass
+        rc, text, wall = launch_once(cmd, what + "-again", timeout_s, log_dir)
+    if rc != 0:
+        print("FAIL: the %s run (%s) exited %s; its output ends:\n%s" % (what, " ".join(cmd), rc, text[-6000:]),
+              flush=True)
+        raise SystemExit(1)
+    return wall
 
 
 def launch_once(cmd, what, timeout_s, log_dir):
+    """One run, its output in <log_dir>/<what>.log: (exit status or a timeout's text, that output, wall time)."""
     log = os.path.join(log_dir, what + ".log")
     t0 = time.monotonic()
     with open(log, "w") as f:
@@ -94,15 +94,8 @@ def launch_once(cmd, what, timeout_s, log_dir):
             proc.wait()
             rc = "timeout after %d s" % timeout_s
     wall = time.monotonic() - t0
-    if rc != 0:
-        with open(log, errors="replace") as f:
-            text = f.read()
-        if what == "gloo" and GLOO_EXIT_ABORT in text:
-            raise GlooExitAbort()
-        tail = text[-6000:]
-        print("FAIL: the %s run (%s) exited %s; its output ends:\n%s" % (what, " ".join(cmd), rc, tail), flush=True)
-        raise SystemExit(1)
-    return wall
+    with open(log, errors="replace") as f:
+        return rc, f.read(), wall
 
 
 class Checks:
