@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "comm/bootstrap/net.h"
 #include "comm/bootstrap/socket.h"
+#include "comm/bootstrap/torch_store.h"
+#include "core/env.h"
 #include "core/status.h"
 
 namespace weft {
@@ -76,14 +78,24 @@ absl::StatusOr<Launch> Torchrun() {
   if (l.rank >= l.size) return InvalidArgument("RANK=%d is outside [0, WORLD_SIZE=%d)", l.rank, l.size);
   ASSIGN_OR_RETURN(const int master_port, Int("MASTER_PORT", 1, 65535));
   ASSIGN_OR_RETURN(l.root_port, PortOverride());
+  l.root_host = Get("MASTER_ADDR");
+  const std::string vars = absl::StrCat("torchrun variables: RANK=", l.rank, " WORLD_SIZE=", l.size,
+                                        " MASTER_ADDR=", l.root_host, " MASTER_PORT=", master_port);
+  const char* agent_store = Get("TORCHELASTIC_USE_AGENT_STORE");
+  if (l.root_port == 0 && agent_store != nullptr && std::string(agent_store) == "True") {
+    // torchrun's agent serves a store there for the whole job: no port of
+    // weft's own is needed, so none can be taken.
+    l.torch_store_port = master_port;
+    l.why = absl::StrCat(vars, "; weft's bootstrap through torch's agent store (TORCHELASTIC_USE_AGENT_STORE=True)");
+    return l;
+  }
   if (l.root_port == 0) {
-    // torch's own store listens on MASTER_PORT: weft's root takes the next.
+    // A store, if any, is rank 0's own process's, on MASTER_PORT: weft's
+    // root takes the next.
     if (master_port == 65535) return InvalidArgument("MASTER_PORT=65535 leaves no port above it: set WEFT_MASTER_PORT");
     l.root_port = master_port + 1;
   }
-  l.root_host = Get("MASTER_ADDR");
-  l.why = absl::StrCat("torchrun variables: RANK=", l.rank, " WORLD_SIZE=", l.size, " MASTER_ADDR=", l.root_host,
-                       " MASTER_PORT=", master_port, "; weft's bootstrap on port ", l.root_port);
+  l.why = absl::StrCat(vars, "; weft's bootstrap on port ", l.root_port);
   return l;
 }
 
@@ -125,6 +137,48 @@ absl::StatusOr<Launch> WeftVariables() {
 }
 
 std::atomic<uint64_t> g_launched_worlds{0};
+
+// Rank 0 makes a unique id (its root at an ephemeral port of
+// ChooseListenAddress) and sets it under a key that only this world's ranks
+// compute; the others wait for it. The key also counts the worlds made under
+// one tag: a process that makes a world, exits, and is run again by the same
+// worker (a script of several programs) gets the same tag, and must not read
+// the id of a root that ended with the last one. Every rank of world g adds
+// to the count before any rank can start world g + 1 (which needs world g
+// formed), so count / size is the same on all of them. (A world that never
+// formed leaves the count uneven; torchrun restarts its workers with a new
+// TORCHELASTIC_RESTART_COUNT, which is a new tag.)
+absl::StatusOr<std::unique_ptr<Bootstrap>> JoinThroughTorchStore(const Launch& l, uint64_t tag, int timeout_ms) {
+  if (timeout_ms <= 0) timeout_ms = Env::Get().bootstrap_timeout_ms;
+  const Deadline deadline = After(timeout_ms);
+  const std::string prefix = absl::StrCat("weft/bootstrap/", absl::Hex(tag, absl::kZeroPad16));
+  absl::StatusOr<TorchStore> store = TorchStore::Connect(l.root_host, l.torch_store_port, deadline);
+  if (!store.ok()) return Annotate(store.status(), absl::StrCat("rank ", l.rank, " (", l.why, ")"));
+  ASSIGN_OR_RETURN(const int64_t joined, store->Add(prefix + "/joined", 1, deadline));
+  const std::string key = absl::StrCat(prefix, "/", (joined - 1) / l.size, "/id");
+  UniqueId id;
+  if (l.rank == 0) {
+    ASSIGN_OR_RETURN(id, MakeUniqueId());
+    unsigned char bytes[kUniqueIdBytes];
+    EncodeUniqueId(id, bytes);
+    RETURN_IF_ERROR(store->Set(key, std::string(reinterpret_cast<char*>(bytes), sizeof(bytes)), deadline));
+  } else {
+    absl::StatusOr<std::string> v = store->WaitGet(key, deadline);
+    if (absl::IsDeadlineExceeded(v.status())) {
+      return Timeout("rank %d: rank 0 did not publish weft's bootstrap root under %s in %s within %d ms (did rank 0 "
+                     "fail, or not make this world?)", l.rank, key, store->where(), timeout_ms);
+    }
+    RETURN_IF_ERROR(v.status());
+    if (v->size() != kUniqueIdBytes) {
+      return SystemError("%s holds %d bytes under %s, not a unique id's %d", store->where(), v->size(), key,
+                         kUniqueIdBytes);
+    }
+    ASSIGN_OR_RETURN(id, DecodeUniqueId(reinterpret_cast<const unsigned char*>(v->data())));
+  }
+  Log(LogLevel::kInfo, "bootstrap: rank %d found the root at %s through %s", l.rank, id.root.ToString(),
+      store->where());
+  return JoinSocketWorld(id, l.size, l.rank, timeout_ms);
+}
 std::atomic<const MpiHooks*> g_mpi{nullptr};
 
 }  // namespace
@@ -203,9 +257,11 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> JoinLaunchedWorld(const Launch& l, in
   auto env = [](const char* v) { return std::string(Get(v) ? Get(v) : ""); };
   // Every rank of one launch computes the same tag; a restart (torchelastic)
   // or another step (Slurm) gets another.
-  const uint64_t tag = Tag({Name(l.kind), l.root_host, std::to_string(l.root_port), std::to_string(l.size),
+  const uint64_t tag = Tag({Name(l.kind), l.root_host, std::to_string(l.root_port),
+                            std::to_string(l.torch_store_port), std::to_string(l.size),
                             env("TORCHELASTIC_RUN_ID"), env("TORCHELASTIC_RESTART_COUNT"), env("SLURM_JOB_ID"),
                             env("SLURM_STEP_ID"), env("WEFT_JOB_ID"), std::to_string(world)});
+  if (l.torch_store_port != 0) return JoinThroughTorchStore(l, tag, timeout_ms);
   absl::StatusOr<Endpoint> root = Resolve(l.root_host, l.root_port);
   if (!root.ok()) return Annotate(root.status(), absl::StrCat("the bootstrap root of a ", Name(l.kind), " launch"));
   UniqueId id{*root, tag};

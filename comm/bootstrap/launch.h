@@ -26,6 +26,10 @@ struct Launch {
   int size = 1;
   std::string root_host;  // torchrun, Slurm, weft: where rank 0 serves the bootstrap
   int root_port = 0;
+  // torchrun's agent serves a TCPStore at MASTER_ADDR:MASTER_PORT: rank 0
+  // serves the bootstrap at a port the kernel picks and publishes its unique
+  // id there (root_host is the store's host, root_port 0).
+  int torch_store_port = 0;
   std::string why;        // for WEFT_DEBUG=INFO and errors: the variables that decided
 };
 

@@ -69,9 +69,12 @@ typedef struct {
  *     done so, and finalised by weft at process exit. Host memory runs on MPI
  *     (backend auto) or UCX; CUDA memory on NCCL, its unique id sent over MPI.
  *  2. torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; also
- *     set by Accelerate, Lightning, Ray Train and Kubernetes operators): rank 0
- *     serves weft's bootstrap at MASTER_ADDR, port $WEFT_MASTER_PORT or
- *     MASTER_PORT + 1 (never torch's own store port).
+ *     set by Accelerate, Lightning, Ray Train and Kubernetes operators). Under
+ *     torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True) rank 0 serves
+ *     weft's bootstrap at a port the kernel picks and publishes it in the
+ *     agent's TCPStore at MASTER_ADDR:MASTER_PORT; otherwise it serves it at
+ *     MASTER_ADDR, port MASTER_PORT + 1 (never torch's own store port).
+ *     $WEFT_MASTER_PORT, when set, is the port in both cases.
  *  3. Slurm's (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST): the first
  *     node of the step serves it, port $WEFT_MASTER_PORT or one derived from
  *     the job and step ids.

@@ -20,6 +20,7 @@
 #include "comm/bootstrap/net.h"
 #include "comm/bootstrap/root.h"
 #include "comm/bootstrap/socket.h"
+#include "comm/bootstrap/torch_store.h"
 #include "comm/bootstrap/wire.h"
 #include "core/status.h"
 #include "gtest/gtest.h"
@@ -255,6 +256,38 @@ TEST(Bootstrap, UnreachableRootIsATimeoutNamingIt) {
   EXPECT_NE(s.message().find("127.0.0.1:1"), std::string::npos) << s;
 }
 
+// What answers at a torch store's address but is none: named, within the
+// deadline (the store's own protocol runs against torch's servers in
+// tests/bench/torch_store.py).
+TEST(TorchStore, WhatIsNoStoreIsNamed) {
+  absl::StatusOr<Endpoint> any = Resolve("127.0.0.1", 1);
+  ASSERT_TRUE(any.ok());
+  reinterpret_cast<sockaddr_in&>(any->addr).sin_port = 0;
+  absl::StatusOr<Fd> listener = Listen(*any, false);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const int port = LocalAddress(listener->get())->port();
+  std::atomic<bool> stop{false};
+  std::thread closer([&] {  // accepts and hangs up, as a server of another protocol might
+    while (!stop.load()) {
+      const int fd = accept(listener->get(), nullptr, nullptr);
+      if (fd >= 0) close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  const auto start = Clock::now();
+  absl::Status s = TorchStore::Connect("127.0.0.1", port, After(3000)).status();
+  stop = true;
+  closer.join();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("127.0.0.1:" + std::to_string(port)), std::string::npos) << s;
+  EXPECT_NE(s.message().find("WEFT_MASTER_PORT"), std::string::npos) << s;
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
+
+  s = TorchStore::Connect("127.0.0.1", 1, After(300)).status();  // nothing listens on port 1
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_NE(s.message().find("127.0.0.1:1"), std::string::npos) << s;
+}
+
 TEST(Wire, UniqueIdRoundTripsAndGarbageIsRefused) {
   absl::StatusOr<Endpoint> v4 = Resolve("127.0.0.1", 29500);
   absl::StatusOr<Endpoint> v6 = Resolve("[::1]", 29501);
@@ -316,7 +349,7 @@ class ScopedEnv {
                           "MV2_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS",
                           "SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "RANK",
                           "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "WEFT_RANK", "WEFT_WORLD_SIZE", "WEFT_ROOT",
-                          "WEFT_MASTER_PORT"}) {
+                          "WEFT_MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"}) {
       if (const char* x = std::getenv(v)) saved_.emplace_back(v, x);
       unsetenv(v);
     }
@@ -348,6 +381,24 @@ TEST(Launch, EachLaunchersVariables) {
     EXPECT_EQ(l->rank, 2);
     EXPECT_EQ(l->size, 4);
     EXPECT_EQ(l->root_port, 29501);  // never torch's own store port
+    EXPECT_EQ(l->torch_store_port, 0);
+  }
+  {
+    // torchrun's workers: the agent's store is at MASTER_PORT, weft meets there.
+    ScopedEnv e(Vars{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "41234"},
+                 {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+    absl::StatusOr<Launch> l = FindLaunch(true);
+    ASSERT_TRUE(l.ok()) << l.status();
+    EXPECT_EQ(l->torch_store_port, 41234);
+    EXPECT_EQ(l->root_port, 0);
+    EXPECT_NE(l->why.find("agent store"), std::string::npos) << l->why;
+    setenv("WEFT_MASTER_PORT", "31000", 1);  // weft's own port wins
+    EXPECT_EQ(FindLaunch(true)->root_port, 31000);
+    EXPECT_EQ(FindLaunch(true)->torch_store_port, 0);
+    unsetenv("WEFT_MASTER_PORT");
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);  // no shared store: the port above
+    EXPECT_EQ(FindLaunch(true)->root_port, 41235);
+    EXPECT_EQ(FindLaunch(true)->torch_store_port, 0);
   }
   {
     ScopedEnv e(Vars{{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"},
