@@ -68,6 +68,26 @@ struct Ops {
     A* a = static_cast<A*>(acc);
     for (size_t i = 0; i < n; ++i) a[i] = Widen<E, A>(s[i]);
   }
+  static void Combine2(RedOp op, const void* a, const void* b, void* acc, size_t n) {
+    const E* x = static_cast<const E*>(a);
+    const E* y = static_cast<const E*>(b);
+    A* out = static_cast<A*>(acc);
+    // Hoisted like CombineLoop's; `out` may alias x or y element for element.
+    switch (op) {
+      case RedOp::kSum: case RedOp::kAvg:
+        for (size_t i = 0; i < n; ++i) out[i] = Combine(RedOp::kSum, Widen<E, A>(x[i]), Widen<E, A>(y[i]));
+        break;
+      case RedOp::kProd:
+        for (size_t i = 0; i < n; ++i) out[i] = Combine(RedOp::kProd, Widen<E, A>(x[i]), Widen<E, A>(y[i]));
+        break;
+      case RedOp::kMax:
+        for (size_t i = 0; i < n; ++i) out[i] = Combine(RedOp::kMax, Widen<E, A>(x[i]), Widen<E, A>(y[i]));
+        break;
+      case RedOp::kMin:
+        for (size_t i = 0; i < n; ++i) out[i] = Combine(RedOp::kMin, Widen<E, A>(x[i]), Widen<E, A>(y[i]));
+        break;
+    }
+  }
   static void Accumulate(RedOp op, void* acc, const void* src, size_t n) {
     const E* s = static_cast<const E*>(src);
     CombineLoop<A>(op, static_cast<A*>(acc), n, [s](size_t i) { return Widen<E, A>(s[i]); });
@@ -115,6 +135,9 @@ DataType AccumType(DataType t) {
 
 void ToAccum(DataType t, const void* src, void* acc, size_t n) {
   Dispatch(t, [&](auto ops) { ops.ToAccum(src, acc, n); });
+}
+void CombineToAccum(DataType t, RedOp op, const void* a, const void* b, void* acc, size_t n) {
+  Dispatch(t, [&](auto ops) { ops.Combine2(op, a, b, acc, n); });
 }
 void AccumulateInto(DataType t, RedOp op, void* acc, const void* src, size_t n) {
   Dispatch(t, [&](auto ops) { ops.Accumulate(op, acc, src, n); });

@@ -30,6 +30,10 @@ inline bool AccumIsSelf(DataType t) { return AccumType(t) == t; }
 
 // acc[i] = widen(src[i]).
 void ToAccum(DataType t, const void* src, void* acc, size_t n);
+// acc[i] = op(widen(a[i]), widen(b[i])): ToAccum(a) then AccumulateInto(b)
+// in one pass, with the same bits. For a type that accumulates in itself
+// `acc` may be the output, `a` or `b`.
+void CombineToAccum(DataType t, RedOp op, const void* a, const void* b, void* acc, size_t n);
 // acc[i] = op(acc[i], widen(src[i])); avg accumulates as a sum.
 void AccumulateInto(DataType t, RedOp op, void* acc, const void* src, size_t n);
 // acc[i] = op(acc[i], other[i]), both already in the accumulation type.
@@ -45,6 +49,42 @@ void ReduceInRankOrder(DataType t, RedOp op, int nranks, SrcFn src, size_t n, vo
   ToAccum(t, src(0), acc, n);
   for (int q = 1; q < nranks; ++q) AccumulateInto(t, op, acc, src(q), n);
   FromAccum(t, op, nranks, acc, out, n);
+}
+
+// The same result, bit for bit, in blocks of kReduceBlockBytes of
+// accumulator on the stack: each block of `out` is written once, after
+// every source's block was folded into an accumulator that stays in L1,
+// where ReduceInRankOrder makes a pass per rank over an n-element one.
+// `out` may be any of the sources (a block is read before it is written).
+// Two ranks of a type that accumulates in itself fold straight into `out`.
+constexpr size_t kReduceBlockBytes = 8192;
+template <typename SrcFn>
+void ReduceBlocked(DataType t, RedOp op, int nranks, SrcFn src, size_t n, void* out) {
+  const size_t es = ElementSize(t);
+  auto at = [es](const void* p, size_t i) { return static_cast<const unsigned char*>(p) + i * es; };
+  if (nranks == 1) {
+    alignas(64) unsigned char acc[kReduceBlockBytes];
+    const size_t block = kReduceBlockBytes / AccumSize(t);
+    for (size_t i = 0; i < n; i += block) {
+      const size_t m = n - i < block ? n - i : block;
+      ToAccum(t, at(src(0), i), acc, m);
+      FromAccum(t, op, 1, acc, static_cast<unsigned char*>(out) + i * es, m);
+    }
+    return;
+  }
+  if (nranks == 2 && AccumIsSelf(t)) {
+    CombineToAccum(t, op, src(0), src(1), out, n);
+    if (op == RedOp::kAvg) FromAccum(t, op, 2, out, out, n);
+    return;
+  }
+  alignas(64) unsigned char acc[kReduceBlockBytes];
+  const size_t block = kReduceBlockBytes / AccumSize(t);
+  for (size_t i = 0; i < n; i += block) {
+    const size_t m = n - i < block ? n - i : block;
+    CombineToAccum(t, op, at(src(0), i), at(src(1), i), acc, m);
+    for (int q = 2; q < nranks; ++q) AccumulateInto(t, op, acc, at(src(q), i), m);
+    FromAccum(t, op, nranks, acc, static_cast<unsigned char*>(out) + i * es, m);
+  }
 }
 
 }  // namespace weft

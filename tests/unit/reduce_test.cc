@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -90,6 +91,60 @@ TEST(Reduce, CombineAccumMatchesAccumulate) {
   std::vector<float> a = {1, 2, 3}, b = {4, -5, 6};
   CombineAccum(DataType::kBfloat16, RedOp::kMin, a.data(), b.data(), 3);
   EXPECT_EQ(a, (std::vector<float>{1, -5, 3}));
+}
+
+// ReduceBlocked (one pass per block, the shared-memory collectives' path)
+// gives ReduceInRankOrder's bits for every type, op and rank count, across
+// block boundaries, with the output over any one of the sources.
+TEST(Reduce, BlockedMatchesRankOrderBitForBit) {
+  std::mt19937 rng(7);
+  const DataType types[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBfloat16,
+                            DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kInt64};
+  const size_t n = 3 * kReduceBlockBytes / 4 + 5;  // several blocks of every accumulator width, and a tail
+  for (DataType t : types) {
+    const size_t es = ElementSize(t);
+    for (RedOp op : {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg}) {
+      for (int nranks = 1; nranks <= 5; ++nranks) {
+        std::vector<std::vector<unsigned char>> in(static_cast<size_t>(nranks), std::vector<unsigned char>(n * es));
+        for (auto& v : in) {
+          for (size_t i = 0; i < n; ++i) {
+            // Values whose products and sums stay finite: small integers, or
+            // floating point numbers in [-2, 2) with their low bits set.
+            const double x = std::uniform_int_distribution<int>(-64, 63)(rng) / 32.0 + 1e-3;
+            switch (t) {
+              case DataType::kFloat32: { float f = static_cast<float>(x); std::memcpy(&v[i * es], &f, es); break; }
+              case DataType::kFloat64: std::memcpy(&v[i * es], &x, es); break;
+              case DataType::kFloat16: { uint16_t h = FloatToHalf(static_cast<float>(x)); std::memcpy(&v[i * es], &h, es); break; }
+              case DataType::kBfloat16: { uint16_t h = FloatToBf16(static_cast<float>(x)); std::memcpy(&v[i * es], &h, es); break; }
+              default: { int64_t k = std::uniform_int_distribution<int>(-100, 100)(rng); std::memcpy(&v[i * es], &k, es); break; }
+            }
+          }
+        }
+        auto src = [&](int q) -> const void* { return in[static_cast<size_t>(q)].data(); };
+        std::vector<unsigned char> want(n * es), acc(n * AccumSize(t)), got(n * es);
+        ReduceInRankOrder(t, op, nranks, src, n, acc.data(), want.data());
+        ReduceBlocked(t, op, nranks, src, n, got.data());
+        ASSERT_EQ(got, want) << Name(t) << " " << Name(op) << " over " << nranks << " ranks";
+        for (int over = 0; over < nranks; ++over) {
+          std::vector<std::vector<unsigned char>> copy = in;
+          auto csrc = [&](int q) -> const void* { return copy[static_cast<size_t>(q)].data(); };
+          ReduceBlocked(t, op, nranks, csrc, n, copy[static_cast<size_t>(over)].data());
+          ASSERT_EQ(copy[static_cast<size_t>(over)], want)
+              << Name(t) << " " << Name(op) << " over " << nranks << " ranks, into source " << over;
+        }
+      }
+    }
+  }
+}
+
+TEST(Reduce, CombineToAccumIsToAccumThenAccumulate) {
+  const std::vector<uint16_t> a = {FloatToBf16(256.0f), FloatToBf16(-3.0f)}, b = {FloatToBf16(1.0f), FloatToBf16(7.5f)};
+  std::vector<float> fused(2), staged(2);
+  CombineToAccum(DataType::kBfloat16, RedOp::kSum, a.data(), b.data(), fused.data(), 2);
+  ToAccum(DataType::kBfloat16, a.data(), staged.data(), 2);
+  AccumulateInto(DataType::kBfloat16, RedOp::kSum, staged.data(), b.data(), 2);
+  EXPECT_EQ(fused, staged);
+  EXPECT_EQ(fused, (std::vector<float>{257.0f, 4.5f}));
 }
 
 }  // namespace
