@@ -221,12 +221,7 @@ absl::Status P2pComm::DoAllGather(const void* send, void* recv, size_t sendcount
   RETURN_IF_ERROR(Usable());
   const Call call = MakeCall(CallKind::kAllGather, t, sendcount);
   Track(call);
-  if (shm_ != nullptr && sendcount > 0) {
-    // The shared-memory rounds leave this rank's own block to the caller.
-    const size_t block = sendcount * ElementSize(t);
-    CopyIfDistinct(static_cast<unsigned char*>(recv) + static_cast<size_t>(rank()) * block, send, block);
-    return Finish(Settle(shm_->AllGather(send, recv, sendcount, t, Wait())));
-  }
+  if (shm_ != nullptr && sendcount > 0) return Finish(Settle(shm_->AllGather(send, recv, sendcount, t, Wait())));
   RETURN_IF_ERROR(Check(call));
   if (Hierarchical(HierKind::kAllGather, sendcount * static_cast<size_t>(size()) * ElementSize(t))) {
     return Finish(Settle(hier_->AllGather(send, recv, sendcount, t)));

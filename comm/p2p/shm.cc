@@ -183,14 +183,7 @@ absl::StatusOr<void*> MapSegment(const char* name, size_t bytes) {
 
 template <typename SrcFn>
 void NodeShm::Reduce(DataType t, RedOp op, SrcFn src, size_t n, void* out) {
-  if (!AccumIsSelf(t)) {
-    ReduceInRankOrder(t, op, size_, src, n, Accum(n * AccumSize(t)), out);
-    return;
-  }
-  // float32, float64, int64: `out` is the accumulator, no widening passes.
-  if (out != src(0)) std::memcpy(out, src(0), n * ElementSize(t));
-  for (int q = 1; q < size_; ++q) AccumulateInto(t, op, out, src(q), n);
-  if (op == RedOp::kAvg) FromAccum(t, op, size_, out, out, n);
+  ReduceBlocked(t, op, size_, src, n, out);
 }
 
 absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(int rank, int size, size_t round_bytes,
@@ -250,11 +243,6 @@ unsigned char* NodeShm::Buf(int q, uint64_t round) const {
   return region + kControl + (round % kBuffers) * PageAlign(round_bytes_);
 }
 
-void* NodeShm::Accum(size_t bytes) {
-  if (accum_.size() < bytes) accum_.resize(bytes);
-  return accum_.data();
-}
-
 // A wait for rank q ended with `s`. A timeout whose peer's process no longer
 // exists says so: that is no mismatch of calls, and waiting longer cannot help.
 absl::Status NodeShm::PeerGone(void* region, int q, const absl::Status& s) const {
@@ -266,8 +254,8 @@ absl::Status NodeShm::PeerGone(void* region, int q, const absl::Status& s) const
   return Annotate(s, absl::StrFormat("waiting for rank %d at a shared-memory barrier", q));
 }
 
-absl::Status NodeShm::Meet(const Call& call, const Patience& w) {
-  if (!check_) return FlagBarrier(w);
+absl::Status NodeShm::Meet(const Call& call, const Patience& w, absl::FunctionRef<void()> meanwhile) {
+  if (!check_) return FlagBarrier(w, meanwhile);
   const uint64_t n = calls_++;
   const Call mine = Stamp(call, n);
   const size_t stride = Stride(round_bytes_);
@@ -275,7 +263,7 @@ absl::Status NodeShm::Meet(const Call& call, const Patience& w) {
   for (size_t i = 0; i < kCallWords; ++i) {
     CallWord(base + stride * static_cast<size_t>(rank_), n, i).store(mine.words[i], std::memory_order_relaxed);
   }
-  RETURN_IF_ERROR(FlagBarrier(w));  // its release and acquire order the words
+  RETURN_IF_ERROR(FlagBarrier(w, meanwhile));  // its release and acquire order the words
   if (size_ == 2) {  // the common case, without the indirection
     Call other;
     for (size_t i = 0; i < kCallWords; ++i) {
@@ -311,7 +299,7 @@ std::unique_ptr<Board> NodeShm::MakeBoard() const {
 
 absl::Status NodeShm::Barrier(const Patience& w) { return Meet(MakeCall(CallKind::kBarrier, DataType::kUint8, 0), w); }
 
-absl::Status NodeShm::FlagBarrier(const Patience& w) {
+absl::Status NodeShm::FlagBarrier(const Patience& w, absl::FunctionRef<void()> meanwhile) {
   ++epoch_;
   const size_t stride = Stride(round_bytes_);
   auto* base = static_cast<unsigned char*>(base_);
@@ -321,6 +309,7 @@ absl::Status NodeShm::FlagBarrier(const Patience& w) {
   // new flag: a store, a full fence, then a load, on both sides.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (SleepersWord(mine).load(std::memory_order_relaxed) != 0) FutexWake(FlagLow(mine));
+  meanwhile();
   Backoff backoff(w);
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
@@ -440,17 +429,25 @@ absl::Status NodeShm::AllReduceRounds(const Call& call, size_t count, DataType t
   copy_in(0);
   RETURN_IF_ERROR(Meet(call, w));
   for (size_t k = 0; k < rounds; ++k) {
-    // Chunk c's result goes over rank 0's copy of it, which only rank c
-    // reads in this phase: afterwards the whole round's result lies in
-    // rank 0's buffer, one copy away from every rank's output.
+    // Chunk c's result goes into rank c's own buffer, at chunk c: a slot
+    // nobody staged into (with a direct input) or this rank's own staged
+    // input, which only it reads, and reads before writing. This rank copies
+    // it out while it waits for the others at the barrier (it is still in
+    // this core's cache), every other rank after the barrier, each chunk
+    // from the rank that reduced it.
     const size_t n = len(k), b = ChunkBegin(n, rank_, size_), e = ChunkBegin(n, rank_ + 1, size_);
     const uint64_t g = first + k;
     const unsigned char* own = direct != nullptr ? direct + (k * per_round + b) * es : Buf(rank_, g) + b * es;
     auto src = [&](int q) -> const void* { return q == rank_ ? own : Buf(q, g) + b * es; };
-    if (e > b) Reduce(t, op, src, e - b, Buf(0, g) + b * es);
+    if (e > b) Reduce(t, op, src, e - b, Buf(rank_, g) + b * es);
     if (k + 1 < rounds) copy_in(k + 1);
-    RETURN_IF_ERROR(FlagBarrier(w));
-    write(Buf(0, g), k * per_round, n);
+    RETURN_IF_ERROR(FlagBarrier(w, [&] {
+      if (e > b) write(Buf(rank_, g) + b * es, k * per_round + b, e - b);
+    }));
+    for (int q = 0; q < size_; ++q) {
+      const size_t qb = ChunkBegin(n, q, size_), qe = ChunkBegin(n, q + 1, size_);
+      if (q != rank_ && qe > qb) write(Buf(q, g) + qb * es, k * per_round + qb, qe - qb);
+    }
   }
   return absl::OkStatus();
 }
@@ -488,9 +485,14 @@ absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, 
     const size_t n = std::min(per_round, sendcount - off);
     const uint64_t g = round_++;
     std::memcpy(Buf(rank_, g), in + off * es, n * es);
-    RETURN_IF_ERROR(off == 0 ? Meet(MakeCall(CallKind::kAllGather, t, sendcount), w) : FlagBarrier(w));
+    // This rank's own block goes to its output from the staged copy, still
+    // in this core's cache, while it waits for the others (not in place).
+    auto own = [&] {
+      unsigned char* to = out + (static_cast<size_t>(rank_) * sendcount + off) * es;
+      if (to != in + off * es) std::memcpy(to, Buf(rank_, g), n * es);
+    };
+    RETURN_IF_ERROR(off == 0 ? Meet(MakeCall(CallKind::kAllGather, t, sendcount), w, own) : FlagBarrier(w, own));
     for (int q = 0; q < size_; ++q) {
-      // This rank's own block comes from `send` (the caller already placed it).
       if (q != rank_) std::memcpy(out + (static_cast<size_t>(q) * sendcount + off) * es, Buf(q, g), n * es);
     }
   }

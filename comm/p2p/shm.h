@@ -12,12 +12,16 @@
 //   all-reduce: every rank copies round k into its buffer (all but its own
 //     chunk, which only it reads, straight from the input); barrier; rank c
 //     reduces chunk c of round k over every rank's buffer in rank order
-//     0..N-1, writes the result over rank 0's chunk c, and copies in round
-//     k+1; barrier; every rank copies round k's result out of rank 0's
-//     buffer, then reduces round k+1, ... (R rounds, R+1 barriers).
+//     0..N-1 in one pass, writes the result into its own buffer's chunk c
+//     and its output, and copies in round k+1; barrier; every rank copies
+//     the other chunks of round k's result out of their reducers' buffers,
+//     then reduces round k+1, ... (R rounds, R+1 barriers). Per round a
+//     rank moves its share of the chunks once in and its output once out,
+//     the least a staged exchange can.
 //   reduce-scatter: copy in the other ranks' blocks; barrier; reduce own
 //     block out.
-//   all-gather:     copy in; barrier; copy every rank's block out.
+//   all-gather:     copy in; barrier (copying its own block out while it
+//     waits); copy every other rank's block out.
 //   broadcast:      the root copies in; barrier; the others copy out.
 //
 // Rounds take the three buffers in turn, across calls too. A round's
@@ -103,6 +107,8 @@ class NodeShm {
                                         const Patience& w);
   absl::Status ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                              const Patience& w);
+  // Fills every rank's block of `recv`, this rank's own from `send` (unless
+  // it is already there: in place).
   absl::Status AllGather(const void* send, void* recv, size_t sendcount, DataType t, const Patience& w);
   absl::Status Broadcast(const void* send, void* recv, size_t count, DataType t, int root, const Patience& w);
   absl::Status Barrier(const Patience& w);
@@ -117,11 +123,16 @@ class NodeShm {
 
  private:
   NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped);
-  // Every rank's flag barrier.
-  absl::Status FlagBarrier(const Patience& w);
+  // Every rank's flag barrier. `meanwhile` runs once this rank has raised
+  // its flag and before it waits for the others': work of its own that no
+  // peer waits for (copying its result to its output) fills the time the
+  // last rank takes to arrive.
+  absl::Status FlagBarrier(const Patience& w, absl::FunctionRef<void()> meanwhile);
+  absl::Status FlagBarrier(const Patience& w) { return FlagBarrier(w, [] {}); }
   // The first barrier of a call: publishes `call`, passes the barrier and
   // compares every rank's (unless WEFT_CHECK_CALLS=0).
-  absl::Status Meet(const Call& call, const Patience& w);
+  absl::Status Meet(const Call& call, const Patience& w, absl::FunctionRef<void()> meanwhile);
+  absl::Status Meet(const Call& call, const Patience& w) { return Meet(call, w, [] {}); }
   // A wait for rank q (its control region) that ended with `s`: says so
   // when q's process has exited.
   absl::Status PeerGone(void* region, int q, const absl::Status& s) const;
@@ -135,10 +146,8 @@ class NodeShm {
                                const unsigned char* direct,
                                absl::FunctionRef<void(size_t, size_t, unsigned char*)> read,
                                absl::FunctionRef<void(const unsigned char*, size_t, size_t)> write);
-  // The scratch accumulator for `bytes` (private to this rank).
-  void* Accum(size_t bytes);
-  // out[0..n) = op over q = 0..size-1 of src(q)[0..n), in rank order;
-  // `out` may be src(0).
+  // out[0..n) = op over q = 0..size-1 of src(q)[0..n), in rank order
+  // (ReduceBlocked); `out` may be any of the sources.
   template <typename SrcFn>
   void Reduce(DataType t, RedOp op, SrcFn src, size_t n, void* out);
 
@@ -151,7 +160,6 @@ class NodeShm {
   uint64_t ready_calls_ = 0;  // AllReduceReady agreements, the same count on every rank
   const bool check_;  // WEFT_CHECK_CALLS
   uint64_t calls_ = 0;  // calls checked, the same count on every rank
-  std::vector<unsigned char> accum_;
 };
 
 }  // namespace p2p
