@@ -4,8 +4,9 @@
     .venv/bin/torchrun --standalone --nproc_per_node 2 bench/torch/collectives.py --max-bytes 16M --no-ddp
 
 For all_reduce, all_gather_into_tensor and reduce_scatter_tensor (float32, sum) and each size from 4 KiB to
-256 MiB (x4), each backend runs warm-up calls and then timed ones, one blocking call at a time; a size's time is
-the median over the timed calls, the slowest rank's. nccl-tests' definitions: size is the bytes of the largest
+256 MiB (x4), each backend runs warm-up calls and then timed ones, one blocking call at a time, the two
+backends taking turns of a few calls; a size's time is the median over the timed calls, the slowest rank's (with
+--repeat K the sweep runs K times: the medians over the sweeps, and the range of the ratio). nccl-tests' definitions: size is the bytes of the largest
 buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: the input), algbw = size / time, busbw
 = algbw x 2(n-1)/n for all-reduce and x (n-1)/n for the others; "time x" is the baseline's time over weft's.
 Then DDP training steps of torchvision's ResNet-50 (random data) over each backend, under no_sync, and with a
@@ -49,9 +50,42 @@ def timed(fn, iters, warmup, gloo, cuda=False):
         fn()
         sync()
         samples.append(time.perf_counter() - t0)
-    worst = torch.tensor([statistics.median(samples)], dtype=torch.float64)
+    return slowest_medians({"fn": samples}, gloo)["fn"]
+
+
+def slowest_medians(samples, gloo):
+    """{name: the median of samples[name] on the slowest rank}."""
+    names = list(samples)
+    worst = torch.tensor([statistics.median(samples[name]) for name in names], dtype=torch.float64)
     dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=gloo)
-    return worst.item()
+    return dict(zip(names, worst.tolist()))
+
+
+def timed_alternating(fns, iters, warmup, gloo, cuda=False, block=5):
+    """The slowest rank's median time of each of `fns` (a dict of name: fn), timed in turns of `block` calls
+    back to back (the first of each turn untimed: it pays for the switch), in an order that reverses from one
+    turn to the next, so a load that drifts during the measurement falls on each backend alike and their ratio
+    holds where their times move. Within a turn the calls follow each other as in nccl-tests."""
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    sync()
+    dist.barrier(group=gloo)
+    names = list(fns)
+    samples = {name: [] for name in names}
+    turn = 0
+    while len(samples[names[-1]]) < iters:
+        for name in (names if turn % 2 == 0 else names[::-1]):
+            fns[name]()
+            sync()
+            for _ in range(min(block, iters - len(samples[name]))):
+                t0 = time.perf_counter()
+                fns[name]()
+                sync()
+                samples[name].append(time.perf_counter() - t0)
+        turn += 1
+    return slowest_medians(samples, gloo)
 
 
 def iterations(nbytes):
@@ -76,6 +110,9 @@ def collective(op, nbytes, world, group, device):
 
 
 def sweep(args, world, rank, gloo, base, base_name):
+    """Each op and size over weft and the baseline, their calls alternating (timed_alternating), --repeat
+    times over the whole sweep: a size's time is the median over repeats, "time x" the median over repeats of
+    each repeat's baseline time over weft's, with its range when there are several."""
     sizes = []
     s = parse_bytes(args.min_bytes)
     while s <= parse_bytes(args.max_bytes):
@@ -83,25 +120,33 @@ def sweep(args, world, rank, gloo, base, base_name):
         s *= 4
     groups = {"weft": None, base_name: base}
     cuda = args.device == "cuda"
-    for op in ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"]:
-        if rank == 0:
-            print("\n# %s, %d ranks, float32 sum, %s tensors; per backend: time (us), algbw, busbw (GB/s)" %
-                  (op, world, args.device))
-            print("%12s %12s %6s | %10s %7s %7s | %10s %7s %7s | %9s" % (
-                "size", "count", "type", "weft us", "algbw", "busbw", base_name + " us", "algbw", "busbw",
-                "time x"))
-        for nbytes in sizes:
-            row = {}
-            for name, group in groups.items():
-                fn, count = collective(op, nbytes, world, group, args.device)
+    ops = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"]
+    times = {(op, nbytes): [] for op in ops for nbytes in sizes}
+    for _ in range(args.repeat):
+        for op in ops:
+            for nbytes in sizes:
+                fns = {name: collective(op, nbytes, world, group, args.device)[0] for name, group in groups.items()}
                 iters, warmup = iterations(nbytes)
-                t = timed(fn, iters, warmup, gloo, cuda)
+                times[(op, nbytes)].append(timed_alternating(fns, iters, warmup, gloo, cuda))
+    if rank != 0:
+        return
+    for op in ops:
+        print("\n# %s, %d ranks, float32 sum, %s tensors; per backend: time (us), algbw, busbw (GB/s)%s" % (
+            op, world, args.device, "; medians of %d repeats" % args.repeat if args.repeat > 1 else ""))
+        print("%12s %12s %6s | %10s %7s %7s | %10s %7s %7s | %9s%s" % (
+            "size", "count", "type", "weft us", "algbw", "busbw", base_name + " us", "algbw", "busbw", "time x",
+            "  range" if args.repeat > 1 else ""))
+        for nbytes in sizes:
+            runs = times[(op, nbytes)]
+            cols = []
+            for name in ["weft", base_name]:
+                t = statistics.median(r[name] for r in runs)
                 algbw = nbytes / t / 1e9
-                row[name] = (t * 1e6, algbw, algbw * bus_factor(op, world))
-            if rank == 0:
-                w, g = row["weft"], row[base_name]
-                print("%12d %12d %6s | %10.1f %7.3f %7.3f | %10.1f %7.3f %7.3f | %9.2f" % (
-                    nbytes, count, "float", *w, *g, g[0] / w[0]), flush=True)
+                cols += [t * 1e6, algbw, algbw * bus_factor(op, world)]
+            ratios = [r[base_name] / r["weft"] for r in runs]
+            spread = "  %.2f-%.2f" % (min(ratios), max(ratios)) if len(runs) > 1 else ""
+            print("%12d %12d %6s | %10.1f %7.3f %7.3f | %10.1f %7.3f %7.3f | %9.2f%s" % (
+                nbytes, nbytes // 4, "float", *cols, statistics.median(ratios), spread), flush=True)
 
 
 def no_data_hook(state, bucket):
@@ -172,6 +217,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--min-bytes", default="4K")
     p.add_argument("--max-bytes", default="256M")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="sweep this many times; each size's figures are the medians over the sweeps")
     p.add_argument("--no-ddp", action="store_true", help="skip the ResNet-50 DDP step")
     p.add_argument("--ddp-batch", type=int, default=4)
     p.add_argument("--ddp-image", type=int, default=112)
