@@ -8,8 +8,8 @@
 //   WEFT_SHM            1 (default): host ranks that share a node move data
 //                       through shared memory; 0: point-to-point only
 //   WEFT_SHM_CMA        from how many bytes (a call's largest buffer) the
-//                       shared-memory all_reduce, reduce_scatter and all_gather
-//                       read peers' buffers straight out of their processes
+//                       shared-memory all_reduce, reduce_scatter, all_gather
+//                       and broadcast read peers' buffers straight out of their processes
 //                       (process_vm_readv, one copy) instead of staging them
 //                       through the segment round by round; 0: never.
 //                       1048576 (default). Used only where every rank of the

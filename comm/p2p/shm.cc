@@ -549,6 +549,7 @@ absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, 
 absl::Status NodeShm::Broadcast(const void* send, void* recv, size_t count, DataType t, int root,
                                 const Patience& w) {
   const size_t bytes = count * ElementSize(t);
+  if (SingleCopy(bytes)) return BroadcastCma(send, recv, count, t, root, w);
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
   for (size_t off = 0; off < bytes; off += round_bytes_) {

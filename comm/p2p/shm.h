@@ -99,8 +99,8 @@ class NodeShm {
   NodeShm& operator=(const NodeShm&) = delete;
 
   size_t round_bytes() const { return round_bytes_; }
-  // From how many bytes (a call's largest buffer) all_reduce, reduce_scatter
-  // and all_gather take the single-copy path (shm_cma.cc); 0: never.
+  // From how many bytes (a call's largest buffer) all_reduce, reduce_scatter,
+  // all_gather and broadcast take the single-copy path (shm_cma.cc); 0: never.
   size_t cma_bytes() const { return cma_bytes_; }
   bool SingleCopy(size_t bytes) const { return cma_bytes_ != 0 && bytes >= cma_bytes_; }
 
@@ -150,6 +150,7 @@ class NodeShm {
   absl::Status ReduceScatterCma(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                                 const Patience& w);
   absl::Status AllGatherCma(const void* send, void* recv, size_t sendcount, DataType t, const Patience& w);
+  absl::Status BroadcastCma(const void* send, void* recv, size_t count, DataType t, int root, const Patience& w);
   // Publishes this rank's buffers and passes the call's first barrier.
   absl::Status MeetCma(const Call& call, const void* send, const void* recv, const Patience& w);
   // out[0..n) = op in rank order over every rank's send buffer at element

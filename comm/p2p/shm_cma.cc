@@ -16,6 +16,8 @@
 //   reduce-scatter: the first half, into the output block.
 //   all-gather:     publish; barrier; every rank reads every peer's input
 //                   into that peer's block of its output; barrier.
+//   broadcast:      publish; barrier; every rank reads the root's input;
+//                   barrier.
 //
 // The chunks and the rank order are the rounds' (shm.cc), so results are
 // theirs bit for bit. In place, the barrier after the reductions is what
@@ -128,6 +130,18 @@ absl::Status NodeShm::AllGatherCma(const void* send, void* recv, size_t sendcoun
     s = Annotate(CmaRead(Pid(q), At(CmaCallWord(q, 0).load(std::memory_order_relaxed), 0),
                          out + static_cast<size_t>(q) * block, block),
                  absl::StrFormat("rank %d reading rank %d's input", rank_, q));
+  }
+  return EndCma(s, w);
+}
+
+absl::Status NodeShm::BroadcastCma(const void* send, void* recv, size_t count, DataType t, int root,
+                                   const Patience& w) {
+  RETURN_IF_ERROR(MeetCma(MakeCall(CallKind::kBroadcast, t, count, RedOp::kSum, root), send, recv, w));
+  absl::Status s;
+  if (rank_ != root) {
+    s = Annotate(CmaRead(Pid(root), At(CmaCallWord(root, 0).load(std::memory_order_relaxed), 0), recv,
+                         count * ElementSize(t)),
+                 absl::StrFormat("rank %d reading root %d's input", rank_, root));
   }
   return EndCma(s, w);
 }

@@ -77,8 +77,8 @@ TEST(World, SharedMemoryPathFollowsWeftShm) {
   EXPECT_EQ(dynamic_cast<const p2p::P2pComm&>(**node).shared_memory(), on && per_node > 1) << why;
 }
 
-// On one node the shared-memory all_reduce, reduce_scatter and all_gather
-// read their peers' buffers in one copy from WEFT_SHM_CMA bytes up (1 MiB
+// On one node the shared-memory all_reduce, reduce_scatter, all_gather and
+// broadcast read their peers' buffers in one copy from WEFT_SHM_CMA bytes up (1 MiB
 // unless set), which needs a kernel that lets a process read another of the
 // same user's memory (process_vm_readv): Linux without Yama, or Yama's
 // ptrace_scope 0 or 1, and no seccomp profile forbidding it. Where it does not,
@@ -108,7 +108,7 @@ TEST(World, SingleCopyCollectives) {
   auto comm = World(options);
   ASSERT_NE(comm, nullptr);
   std::vector<Case> cases = CasesAtCounts(comm->size(), {1, 7, 1000});
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather}) {
+  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather, Coll::kBroadcast}) {
     for (DataType t : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt8}) {
       for (bool in_place : {false, true}) {
         Case c;
@@ -117,6 +117,7 @@ TEST(World, SingleCopyCollectives) {
         c.op = t == DataType::kInt8 ? RedOp::kMax : RedOp::kSum;
         c.count = 700001;  // several 512 KiB blocks of every element size, and an odd tail
         c.in_place = in_place;
+        c.root = comm->size() - 1;
         cases.push_back(c);
       }
     }
