@@ -91,6 +91,7 @@ class Nccl : public ::testing::Test {
         case DataType::kBfloat16: { const uint16_t h = FloatToBf16(static_cast<float>(x)); std::memcpy(p, &h, 2); break; }
         case DataType::kInt8: { const int8_t k = static_cast<int8_t>(x); std::memcpy(p, &k, 1); break; }
         case DataType::kUint8: { const uint8_t k = static_cast<uint8_t>(x + 100); std::memcpy(p, &k, 1); break; }
+        case DataType::kInt16: { const int16_t k = static_cast<int16_t>(x); std::memcpy(p, &k, 2); break; }
         case DataType::kInt32: { const int32_t k = x; std::memcpy(p, &k, 4); break; }
         case DataType::kInt64: { const int64_t k = x; std::memcpy(p, &k, 8); break; }
       }
