@@ -150,7 +150,7 @@ std::string Usage(const char* argv0) {
       "  -w,--warmup_iters <n>     untimed iterations at the largest and smallest size (default 5)\n"
       "  -c,--check <n>            check every element of every rank n times per size (default 1; 0: off)\n"
       "  -o,--op <op>              sum, prod, max, min, avg, a comma list or all (default sum)\n"
-      "  -d,--datatype <type>      int8, uint8, int32, int64, half, float, double, bfloat16\n"
+      "  -d,--datatype <type>      int8, uint8, int16, int32, int64, half, float, double, bfloat16\n"
       "                            (or float16, float32, float64), a comma list or all (default float)\n"
       "  -r,--root <rank>          root of broadcast, reduce, gather and scatter (default 0)\n"
       "  -z,--blocking <0|1>       1: a barrier after every collective\n"

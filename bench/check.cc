@@ -70,6 +70,7 @@ void StoreInt(void* buf, size_t i, weftDataType_t t, int64_t v) {
   switch (t) {
     case weftInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
     case weftUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
+    case weftInt16: static_cast<int16_t*>(buf)[i] = static_cast<int16_t>(v); break;
     case weftInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
     case weftInt64: static_cast<int64_t*>(buf)[i] = v; break;
     default: break;

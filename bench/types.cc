@@ -20,6 +20,7 @@ const std::vector<TypeEntry>& Types() {
   static const std::vector<TypeEntry> kTypes = {
       {weftInt8, "int8", 1, {"int8", "char"}},
       {weftUint8, "uint8", 1, {"uint8"}},
+      {weftInt16, "int16", 2, {"int16", "short"}},  // not an nccl-tests type: NCCL has none
       {weftInt32, "int32", 4, {"int32", "int"}},
       {weftInt64, "int64", 8, {"int64"}},
       {weftFloat16, "half", 2, {"half", "float16", "fp16"}},
@@ -131,6 +132,7 @@ bool MpiType(weftDataType_t t, bool reduce, MPI_Datatype* out) {
     case weftFloat64: *out = MPI_DOUBLE; return true;
     case weftInt8: *out = MPI_INT8_T; return true;
     case weftUint8: *out = MPI_UINT8_T; return true;
+    case weftInt16: *out = MPI_INT16_T; return true;
     case weftInt32: *out = MPI_INT32_T; return true;
     case weftInt64: *out = MPI_INT64_T; return true;
     case weftFloat16:

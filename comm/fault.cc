@@ -97,6 +97,7 @@ void Damage(unsigned char* p, size_t bytes, DataType t) {
     case DataType::kBfloat16: return RaiseExponent<uint16_t>(p, n, 7, 8);
     case DataType::kInt8:
     case DataType::kUint8: return ShiftLeft<uint8_t>(p, n);
+    case DataType::kInt16: return ShiftLeft<uint16_t>(p, n);
     case DataType::kInt32: return ShiftLeft<uint32_t>(p, n);
     case DataType::kInt64: return ShiftLeft<uint64_t>(p, n);
   }

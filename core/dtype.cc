@@ -14,6 +14,7 @@ size_t ElementSize(DataType t) {
     case DataType::kUint8: return 1;
     case DataType::kInt32: return 4;
     case DataType::kInt64: return 8;
+    case DataType::kInt16: return 2;
   }
   return 0;
 }
@@ -28,6 +29,7 @@ const char* Name(DataType t) {
     case DataType::kUint8: return "uint8";
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
+    case DataType::kInt16: return "int16";
   }
   return "invalid";
 }

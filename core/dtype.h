@@ -17,11 +17,12 @@
 
 namespace weft {
 
+// kInt16 was appended after kInt64: values never move (they are the ABI's).
 enum class DataType : int {
   kFloat32 = 0, kFloat16 = 1, kBfloat16 = 2, kFloat64 = 3,
-  kInt8 = 4, kUint8 = 5, kInt32 = 6, kInt64 = 7,
+  kInt8 = 4, kUint8 = 5, kInt32 = 6, kInt64 = 7, kInt16 = 8,
 };
-inline constexpr int kNumDataTypes = 8;
+inline constexpr int kNumDataTypes = 9;
 
 enum class RedOp : int { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
 inline constexpr int kNumRedOps = 5;

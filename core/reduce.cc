@@ -20,6 +20,7 @@ template <> inline B16 Narrow<B16, float>(float v) { return B16{FloatToBf16(v)};
 // Integers accumulate in int64 with wrapping sums and products.
 template <> inline int8_t Narrow<int8_t, int64_t>(int64_t v) { return static_cast<int8_t>(static_cast<uint64_t>(v)); }
 template <> inline uint8_t Narrow<uint8_t, int64_t>(int64_t v) { return static_cast<uint8_t>(static_cast<uint64_t>(v)); }
+template <> inline int16_t Narrow<int16_t, int64_t>(int64_t v) { return static_cast<int16_t>(static_cast<uint64_t>(v)); }
 template <> inline int32_t Narrow<int32_t, int64_t>(int64_t v) { return static_cast<int32_t>(static_cast<uint64_t>(v)); }
 
 template <typename A> inline A Combine(RedOp op, A a, A b) {
@@ -120,6 +121,7 @@ void Dispatch(DataType t, F&& f) {
     case DataType::kUint8: f(Ops<uint8_t, int64_t>{}); break;
     case DataType::kInt32: f(Ops<int32_t, int64_t>{}); break;
     case DataType::kInt64: f(Ops<int64_t, int64_t>{}); break;
+    case DataType::kInt16: f(Ops<int16_t, int64_t>{}); break;
   }
 }
 
@@ -128,7 +130,8 @@ void Dispatch(DataType t, F&& f) {
 DataType AccumType(DataType t) {
   switch (t) {
     case DataType::kFloat16: case DataType::kBfloat16: return DataType::kFloat32;
-    case DataType::kInt8: case DataType::kUint8: case DataType::kInt32: return DataType::kInt64;
+    case DataType::kInt8: case DataType::kUint8: case DataType::kInt16: case DataType::kInt32:
+      return DataType::kInt64;
     default: return t;
   }
 }

@@ -63,7 +63,7 @@ void SetEnum(E* e, int v) {
 inline size_t ElementBytes(int dtype) {
   switch (dtype) {
     case weftFloat32: case weftInt32: return 4;
-    case weftFloat16: case weftBfloat16: return 2;
+    case weftFloat16: case weftBfloat16: case weftInt16: return 2;
     case weftFloat64: case weftInt64: return 8;
     case weftInt8: case weftUint8: return 1;
     default: return 8;  // an invalid type: room for any element, since weft must refuse it first

@@ -26,7 +26,7 @@ void Buckets(Input& in) {
     // Counts up to 2^40: the plan is arithmetic only, so large is cheap here.
     g.count = in.ConsumeIntegralInRange<int>(0, 7) == 0 ? in.ConsumeIntegral<size_t>()
                                                         : in.ConsumeIntegralInRange<size_t>(0, size_t{1} << in.ConsumeIntegralInRange<int>(0, 40));
-    g.dtype = static_cast<DataType>(in.EnumInt(8));
+    g.dtype = static_cast<DataType>(in.EnumInt(weft::kNumDataTypes));
     g.memory = static_cast<MemKind>(in.ConsumeIntegralInRange<int>(0, 7) == 0 ? in.ConsumeIntegral<int>() : in.ConsumeIntegralInRange<int>(0, 1));
   }
   shard::PlanOptions o;
@@ -35,7 +35,7 @@ void Buckets(Input& in) {
   o.first_bucket_cap_bytes = pick(o.first_bucket_cap_bytes);
   o.alignment_bytes = pick(o.alignment_bytes);
   o.pad_multiple = pick(o.pad_multiple);
-  if (in.ConsumeBool()) o.comm_dtype = static_cast<DataType>(in.EnumInt(8));
+  if (in.ConsumeBool()) o.comm_dtype = static_cast<DataType>(in.EnumInt(weft::kNumDataTypes));
   if (in.ConsumeBool()) {
     for (size_t i = 0; i < grads.size() + (in.ConsumeIntegralInRange<int>(0, 7) == 0 ? 1 : 0); ++i) {
       o.order.push_back(in.ConsumeIntegralInRange<int>(-1, static_cast<int>(grads.size())));

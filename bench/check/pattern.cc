@@ -13,8 +13,8 @@ namespace {
 
 constexpr const char* kCollNames[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
                                       "gather",     "scatter",        "all_to_all", "send_recv"};
-constexpr weftDataType_t kTypes[] = {weftFloat32, weftFloat16, weftBfloat16, weftFloat64,
-                                     weftInt8,    weftUint8,   weftInt32,    weftInt64};
+constexpr weftDataType_t kTypes[] = {weftFloat32, weftFloat16, weftBfloat16, weftFloat64, weftInt8,
+                                     weftUint8,   weftInt16,   weftInt32,    weftInt64};
 constexpr weftRedOp_t kOps[] = {weftSum, weftProd, weftMax, weftMin, weftAvg};
 
 uint64_t Mix(uint64_t x) {  // splitmix64's finaliser
@@ -36,6 +36,7 @@ double Exact(weftDataType_t t) {
     case weftInt64: return 9007199254740992.0;
     case weftInt8: return 127.0;
     case weftUint8: return 254.0;
+    case weftInt16: return 32767.0;
     case weftInt32: return 2147483647.0;
     default: return 0;
   }
@@ -62,6 +63,7 @@ double Load(const void* p, size_t j, weftDataType_t t) {
     case weftBfloat16: { uint16_t v; std::memcpy(&v, b, 2); return weft::Bf16ToFloat(v); }
     case weftInt8: { int8_t v; std::memcpy(&v, b, 1); return v; }
     case weftUint8: { uint8_t v; std::memcpy(&v, b, 1); return v; }
+    case weftInt16: { int16_t v; std::memcpy(&v, b, 2); return v; }
     case weftInt32: { int32_t v; std::memcpy(&v, b, 4); return v; }
     case weftInt64: { int64_t v; std::memcpy(&v, b, 8); return static_cast<double>(v); }
     default: return 0;
@@ -82,6 +84,7 @@ void Store(void* p, size_t j, weftDataType_t t, double v) {
     case weftBfloat16: return Put(b, weft::DoubleToBf16(v));
     case weftInt8: return Put(b, static_cast<int8_t>(v));
     case weftUint8: return Put(b, static_cast<uint8_t>(v));
+    case weftInt16: return Put(b, static_cast<int16_t>(v));
     case weftInt32: return Put(b, static_cast<int32_t>(v));
     case weftInt64: return Put(b, static_cast<int64_t>(v));
     default: return;
@@ -105,8 +108,10 @@ bool CollNamed(const std::string& name, Coll* c) {
 }
 
 const char* TypeName(weftDataType_t t) {
-  static constexpr const char* kNames[] = {"float32", "float16", "bfloat16", "float64",
-                                           "int8",    "uint8",   "int32",    "int64"};
+  // Indexed by weftDataType_t's values (int16 was appended after int64).
+  static constexpr const char* kNames[] = {"float32", "float16", "bfloat16", "float64", "int8",
+                                           "uint8",   "int32",   "int64",    "int16"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == weftNumTypes, "a name for every weftDataType_t");
   return t >= 0 && t < weftNumTypes ? kNames[t] : "invalid";
 }
 
@@ -118,7 +123,8 @@ const char* OpName(weftRedOp_t op) {
 size_t TypeSize(weftDataType_t t) {
   switch (t) {
     case weftFloat16:
-    case weftBfloat16: return 2;
+    case weftBfloat16:
+    case weftInt16: return 2;
     case weftFloat64:
     case weftInt64: return 8;
     case weftInt8:

@@ -22,8 +22,9 @@ ncclDataType_t ToNccl(DataType t) {
     case DataType::kUint8: return ncclUint8;
     case DataType::kInt32: return ncclInt32;
     case DataType::kInt64: return ncclInt64;
+    case DataType::kInt16: break;  // none in NCCL: int16.cc reduces it widened, MovedAs moves its bytes
   }
-  return ncclNumTypes;  // unreachable: the Communicator checked t
+  return ncclNumTypes;
 }
 
 ncclRedOp_t ToNccl(RedOp op) {
@@ -43,6 +44,16 @@ ncclRedOp_t ToNccl(RedOp op) {
 
 namespace {
 
+// How the collectives that only move data give a type to NCCL: as itself,
+// or as its bytes where NCCL has no such type (int16). NCCL moves every
+// type as bytes internally, so nothing changes but the count.
+struct Moved {
+  ncclDataType_t type;
+  size_t per;  // elements of `type` per element of weft's type
+};
+
+Moved MovedAs(DataType t) { return t == DataType::kInt16 ? Moved{ncclUint8, ElementSize(t)} : Moved{ToNccl(t), 1}; }
+
 // ncclAvg on bfloat16 multiplies every input by 1/N rounded to bfloat16
 // first (8 bits: 1/3 becomes 0.33398, 1/24 0.041748), a bias of up to 0.2%
 // that every step repeats whenever N is not a power of two. bfloat16 has
@@ -55,17 +66,25 @@ bool SumThenScale(DataType t, RedOp op) { return op == RedOp::kAvg && t == DataT
 absl::Status NcclComm::ScaleByInverseSize(void* buf, size_t count, DataType t, void* stream, const char* what) {
   const kernels::DeviceKernels* dk = kernels::GetDeviceKernels();
   if (dk == nullptr) return InternalError("%s: a CUDA build without the device kernels", what);
-  const kernels::Segment seg{buf, t, buf, t, count};  // in place: each element is read, then written, by one thread
-  const int e = dk->copy(&seg, 1, 1.0f / static_cast<float>(size()), /*accumulate=*/false, stream);
-  if (e != 0) {
-    return SystemError("%s on rank %d: scaling the sum by 1/%d: %s", what, rank(), size(), dk->error_string(e));
-  }
-  return absl::OkStatus();
+  return AfterCollective([=, this]() -> absl::Status {
+    WEFT_NCCL_ON_DEVICE(what);
+    const kernels::Segment seg{buf, t, buf, t, count};  // in place: each element is read, then written, by one thread
+    const int e = dk->copy(&seg, 1, 1.0f / static_cast<float>(size()), /*accumulate=*/false, stream);
+    if (e != 0) {
+      return SystemError("%s on rank %d: scaling the sum by 1/%d: %s", what, rank(), size(), dk->error_string(e));
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::Status NcclComm::DoAllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
                                    void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclAllReduce");
+  if (t == DataType::kInt16) {
+    return ReduceWidened("ncclAllReduce", op, send, count, recv, 0, count, stream, [&](int32_t* buf) {
+      return ncclAllReduce(buf, buf, count, ncclInt32, ToNccl(op), comm_.load(), static_cast<cudaStream_t>(stream));
+    });
+  }
   const bool scale = SumThenScale(t, op);
   RETURN_IF_ERROR(Check(ncclAllReduce(send, recv, count, ToNccl(t), scale ? ncclSum : ToNccl(op), comm_.load(),
                                       static_cast<cudaStream_t>(stream)),
@@ -76,6 +95,15 @@ absl::Status NcclComm::DoAllReduce(const void* send, void* recv, size_t count, D
 absl::Status NcclComm::DoReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                                        void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclReduceScatter");
+  if (t == DataType::kInt16) {
+    // In place in the widened buffer: this rank's block is its output.
+    const size_t own = static_cast<size_t>(rank()) * recvcount;
+    return ReduceWidened("ncclReduceScatter", op, send, recvcount * static_cast<size_t>(size()), recv, own, recvcount,
+                         stream, [&](int32_t* buf) {
+      return ncclReduceScatter(buf, buf + own, recvcount, ncclInt32, ToNccl(op), comm_.load(),
+                               static_cast<cudaStream_t>(stream));
+    });
+  }
   const bool scale = SumThenScale(t, op);
   RETURN_IF_ERROR(Check(ncclReduceScatter(send, recv, recvcount, ToNccl(t), scale ? ncclSum : ToNccl(op),
                                           comm_.load(), static_cast<cudaStream_t>(stream)),
@@ -86,30 +114,41 @@ absl::Status NcclComm::DoReduceScatter(const void* send, void* recv, size_t recv
 
 absl::Status NcclComm::DoAllGather(const void* send, void* recv, size_t sendcount, DataType t, void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclAllGather");
-  return Check(ncclAllGather(send, recv, sendcount, ToNccl(t), comm_.load(), static_cast<cudaStream_t>(stream)),
+  const Moved m = MovedAs(t);
+  return Check(ncclAllGather(send, recv, sendcount * m.per, m.type, comm_.load(), static_cast<cudaStream_t>(stream)),
                "ncclAllGather");
 }
 
 absl::Status NcclComm::DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                                    void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclBroadcast");
-  return Check(ncclBroadcast(send, recv, count, ToNccl(t), root, comm_.load(), static_cast<cudaStream_t>(stream)),
+  const Moved m = MovedAs(t);
+  return Check(ncclBroadcast(send, recv, count * m.per, m.type, root, comm_.load(), static_cast<cudaStream_t>(stream)),
                "ncclBroadcast");
 }
 
 absl::Status NcclComm::DoSend(const void* send, size_t count, DataType t, int peer, void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclSend");
-  return Check(ncclSend(send, count, ToNccl(t), peer, comm_.load(), static_cast<cudaStream_t>(stream)), "ncclSend");
+  const Moved m = MovedAs(t);
+  return Check(ncclSend(send, count * m.per, m.type, peer, comm_.load(), static_cast<cudaStream_t>(stream)),
+               "ncclSend");
 }
 
 absl::Status NcclComm::DoRecv(void* recv, size_t count, DataType t, int peer, void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclRecv");
-  return Check(ncclRecv(recv, count, ToNccl(t), peer, comm_.load(), static_cast<cudaStream_t>(stream)), "ncclRecv");
+  const Moved m = MovedAs(t);
+  return Check(ncclRecv(recv, count * m.per, m.type, peer, comm_.load(), static_cast<cudaStream_t>(stream)),
+               "ncclRecv");
 }
 
 absl::Status NcclComm::DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                                 void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclReduce");
+  if (t == DataType::kInt16) {
+    return ReduceWidened("ncclReduce", op, send, count, recv, 0, rank() == root ? count : 0, stream, [&](int32_t* buf) {
+      return ncclReduce(buf, buf, count, ncclInt32, ToNccl(op), root, comm_.load(), static_cast<cudaStream_t>(stream));
+    });
+  }
   const bool scale = SumThenScale(t, op);
   RETURN_IF_ERROR(Check(ncclReduce(send, recv, count, ToNccl(t), scale ? ncclSum : ToNccl(op), root, comm_.load(),
                                    static_cast<cudaStream_t>(stream)),
@@ -126,8 +165,8 @@ struct Exchange {
   const char* what;
   ncclComm_t comm;
   cudaStream_t stream;
-  ncclDataType_t type;
-  size_t es;
+  Moved m;
+  size_t es;  // bytes per element of weft's type
 };
 
 // The root's own block of a gather or scatter, on the stream (nothing in place).
@@ -150,14 +189,16 @@ absl::Status RunGroup(const Exchange& x, int size, const std::function<ncclResul
 
 absl::Status NcclComm::DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream) {
   WEFT_NCCL_ON_DEVICE("gather");
-  const Exchange x{"gather (ncclSend/ncclRecv)", comm_.load(), static_cast<cudaStream_t>(stream), ToNccl(t),
+  const Exchange x{"gather (ncclSend/ncclRecv)", comm_.load(), static_cast<cudaStream_t>(stream), MovedAs(t),
                    ElementSize(t)};
   const bool at_root = rank() == root;
   RETURN_IF_ERROR(RunGroup(x, size(), [&](int q) -> ncclResult_t {
     if (sendcount == 0 || (at_root && q == root)) return ncclSuccess;  // root's own block: a copy
-    if (at_root) return ncclRecv(static_cast<char*>(recv) + q * sendcount * x.es, sendcount, x.type, q, x.comm,
-                                 x.stream);
-    return q == root ? ncclSend(send, sendcount, x.type, root, x.comm, x.stream) : ncclSuccess;
+    if (at_root) {
+      return ncclRecv(static_cast<char*>(recv) + q * sendcount * x.es, sendcount * x.m.per, x.m.type, q, x.comm,
+                      x.stream);
+    }
+    return q == root ? ncclSend(send, sendcount * x.m.per, x.m.type, root, x.comm, x.stream) : ncclSuccess;
   }, [this](ncclResult_t r, const char* what) { return Check(r, what); }));
   return at_root ? CopyOwn(static_cast<char*>(recv) + root * sendcount * x.es, send, sendcount * x.es, x.stream)
                  : absl::OkStatus();
@@ -166,14 +207,16 @@ absl::Status NcclComm::DoGather(const void* send, void* recv, size_t sendcount, 
 absl::Status NcclComm::DoScatter(const void* send, void* recv, size_t recvcount, DataType t, int root,
                                  void* stream) {
   WEFT_NCCL_ON_DEVICE("scatter");
-  const Exchange x{"scatter (ncclSend/ncclRecv)", comm_.load(), static_cast<cudaStream_t>(stream), ToNccl(t),
+  const Exchange x{"scatter (ncclSend/ncclRecv)", comm_.load(), static_cast<cudaStream_t>(stream), MovedAs(t),
                    ElementSize(t)};
   const bool at_root = rank() == root;
   RETURN_IF_ERROR(RunGroup(x, size(), [&](int q) -> ncclResult_t {
     if (recvcount == 0 || (at_root && q == root)) return ncclSuccess;
-    if (at_root) return ncclSend(static_cast<const char*>(send) + q * recvcount * x.es, recvcount, x.type, q, x.comm,
-                                 x.stream);
-    return q == root ? ncclRecv(recv, recvcount, x.type, root, x.comm, x.stream) : ncclSuccess;
+    if (at_root) {
+      return ncclSend(static_cast<const char*>(send) + q * recvcount * x.es, recvcount * x.m.per, x.m.type, q, x.comm,
+                      x.stream);
+    }
+    return q == root ? ncclRecv(recv, recvcount * x.m.per, x.m.type, root, x.comm, x.stream) : ncclSuccess;
   }, [this](ncclResult_t r, const char* what) { return Check(r, what); }));
   return at_root ? CopyOwn(recv, static_cast<const char*>(send) + root * recvcount * x.es, recvcount * x.es, x.stream)
                  : absl::OkStatus();
@@ -184,29 +227,22 @@ absl::Status NcclComm::DoAllToAllv(const void* send, const std::vector<size_t>& 
                                    const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls,
                                    DataType t, void* stream) {
   WEFT_NCCL_ON_DEVICE("all_to_all");
-  const Exchange x{"all_to_all (ncclSend/ncclRecv)", comm_.load(), static_cast<cudaStream_t>(stream), ToNccl(t),
+  const Exchange x{"all_to_all (ncclSend/ncclRecv)", comm_.load(), static_cast<cudaStream_t>(stream), MovedAs(t),
                    ElementSize(t)};
   return RunGroup(x, size(), [&](int q) -> ncclResult_t {
     const auto p = static_cast<size_t>(q);
     ncclResult_t r = ncclSuccess;
     if (sendcounts[p] > 0) {
-      r = ncclSend(static_cast<const char*>(send) + sdispls[p] * x.es, sendcounts[p], x.type, q, x.comm, x.stream);
+      r = ncclSend(static_cast<const char*>(send) + sdispls[p] * x.es, sendcounts[p] * x.m.per, x.m.type, q, x.comm,
+                   x.stream);
     }
     if (r == ncclSuccess && recvcounts[p] > 0) {
-      r = ncclRecv(static_cast<char*>(recv) + rdispls[p] * x.es, recvcounts[p], x.type, q, x.comm, x.stream);
+      r = ncclRecv(static_cast<char*>(recv) + rdispls[p] * x.es, recvcounts[p] * x.m.per, x.m.type, q, x.comm,
+                   x.stream);
     }
     return r;
   }, [this](ncclResult_t r, const char* what) { return Check(r, what); });
 }
-
-namespace {
-
-absl::Status GroupStartHook() { return ToStatus(ncclGroupStart(), "ncclGroupStart"); }
-absl::Status GroupEndHook() { return ToStatus(ncclGroupEnd(), "ncclGroupEnd"); }
-
-[[maybe_unused]] const bool kGroupHooks = (RegisterGroupHooks(&GroupStartHook, &GroupEndHook), true);
-
-}  // namespace
 
 absl::Status NcclComm::DoBarrier() {
   WEFT_NCCL_ON_DEVICE("barrier");

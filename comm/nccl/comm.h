@@ -20,6 +20,8 @@
 // average is therefore a sum followed by a scaling in float32 here
 // (collectives.cc): NCCL's 1/N in bfloat16 would bias every result by up to
 // 0.2%. With small-integer inputs (exact sums) and N a power of two all agree.
+// NCCL has no int16: it is moved as bytes and reduced widened to int32
+// (int16.cc), which gives the host backends' results bit for bit.
 //
 //   CommOptions o;
 //   o.memory = MemKind::kCuda;
@@ -33,6 +35,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -86,6 +90,12 @@ class NcclComm final : public Communicator {
   // buf[0, count) *= 1/size() in float32, rounded once, on `stream` (the
   // second half of a bfloat16 average: collectives.cc).
   absl::Status ScaleByInverseSize(void* buf, size_t count, DataType t, void* stream, const char* what);
+  // An int16 reduction (int16.cc): `send` (in_count int16) widened into an
+  // int32 temporary, `reduce` reduces that in place with NCCL, and out_count
+  // elements from out_offset are narrowed into `recv`.
+  absl::Status ReduceWidened(const char* what, RedOp op, const void* send, size_t in_count, void* recv,
+                             size_t out_offset, size_t out_count, void* stream,
+                             const std::function<ncclResult_t(int32_t* buf)>& reduce);
   // NCCL's asynchronous error as a status (OK when none). Needs mu_.
   absl::Status PollAsyncLocked();
   void Watchdog();
@@ -118,6 +128,11 @@ class DeviceGuard {
   cudaError_t status_ = cudaSuccess;
 };
 
+// Enqueues `work` on the stream behind the collective just called: now, or,
+// inside a group, right after the outermost ncclGroupEnd (group.cc).
+absl::Status AfterCollective(std::function<absl::Status()> work);
+
+// ncclNumTypes for int16, which NCCL has no type for (int16.cc).
 ncclDataType_t ToNccl(DataType t);
 ncclRedOp_t ToNccl(RedOp op);
 // NCCL's result as weft's: the absl code of the matching weftResult_t.

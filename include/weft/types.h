@@ -80,6 +80,9 @@ typedef enum {
   weftNumResults = 10
 } weftResult_t;
 
+/* Element types. The values are part of the ABI and never change: a type
+ * added later is appended (weftInt16 came after weftInt64), and weftNumTypes
+ * grows with it, so a caller must not store it. */
 typedef enum {
   weftFloat32 = 0,
   weftFloat16 = 1,
@@ -89,7 +92,8 @@ typedef enum {
   weftUint8 = 5,
   weftInt32 = 6,
   weftInt64 = 7,
-  weftNumTypes = 8
+  weftInt16 = 8,
+  weftNumTypes = 9
 } weftDataType_t;
 
 /* weftAvg is the sum divided by the number of ranks. Floating-point types

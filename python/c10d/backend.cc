@@ -139,19 +139,19 @@ void WeftBackend::AbandonGroup() {
 namespace {
 
 void AddAllReduce(Op& op, const at::Tensor& t, const c10d::ReduceOp& rop) {
-  const weftDataType_t dt = WeftType(op.name(), t);
+  const Typed ty = ReducedAs(op.name(), t);
   const weftRedOp_t wop = WeftOp(op.name(), rop, t);
   at::Tensor buf = op.Out(t, /*read=*/true);
   if (rop.op_ == c10d::ReduceOp::PREMUL_SUM) {
     at::Tensor scaled = op.Premul(buf, rop);
     op.Keep(scaled);
-    op.Call([scaled, buf, dt, wop](weftComm_t c, void* s) {
-      return weftAllReduce(scaled.data_ptr(), buf.data_ptr(), Count(buf), dt, wop, c, s);
+    op.Call([scaled, buf, ty, wop](weftComm_t c, void* s) {
+      return weftAllReduce(scaled.data_ptr(), buf.data_ptr(), Count(buf, ty), ty.dtype, wop, c, s);
     });
     return;
   }
-  op.Call([buf, dt, wop](weftComm_t c, void* s) {
-    return weftAllReduce(buf.data_ptr(), buf.data_ptr(), Count(buf), dt, wop, c, s);
+  op.Call([buf, ty, wop](weftComm_t c, void* s) {
+    return weftAllReduce(buf.data_ptr(), buf.data_ptr(), Count(buf, ty), ty.dtype, wop, c, s);
   });
 }
 
@@ -160,11 +160,11 @@ void AddAllGather(Op& op, const at::Tensor& output, const at::Tensor& input) {
                     output.scalar_type(), ", input ", input.scalar_type());
   TORCH_CHECK_VALUE(output.numel() == input.numel() * op.size(), "weft: ", op.name(), ": output has ",
                     output.numel(), " elements, not the group size ", op.size(), " times the input's ", input.numel());
-  const weftDataType_t dt = WeftType(op.name(), input);
+  const Typed ty = MovedAs(input);
   at::Tensor in = op.In(input);
   at::Tensor out = op.Out(output, /*read=*/false);
-  op.Call([in, out, dt](weftComm_t c, void* s) {
-    return weftAllGather(in.data_ptr(), out.data_ptr(), Count(in), dt, c, s);
+  op.Call([in, out, ty](weftComm_t c, void* s) {
+    return weftAllGather(in.data_ptr(), out.data_ptr(), Count(in, ty), ty.dtype, c, s);
   });
 }
 
@@ -173,7 +173,7 @@ void AddReduceScatter(Op& op, const at::Tensor& output, const at::Tensor& input,
                     output.scalar_type(), ", input ", input.scalar_type());
   TORCH_CHECK_VALUE(input.numel() == output.numel() * op.size(), "weft: ", op.name(), ": input has ",
                     input.numel(), " elements, not the group size ", op.size(), " times the output's ", output.numel());
-  const weftDataType_t dt = WeftType(op.name(), input);
+  const Typed ty = ReducedAs(op.name(), input);
   const weftRedOp_t wop = WeftOp(op.name(), rop, input);
   at::Tensor in = op.In(input);
   if (rop.op_ == c10d::ReduceOp::PREMUL_SUM) {
@@ -181,8 +181,8 @@ void AddReduceScatter(Op& op, const at::Tensor& output, const at::Tensor& input,
     op.Keep(in);
   }
   at::Tensor out = op.Out(output, /*read=*/false);
-  op.Call([in, out, dt, wop](weftComm_t c, void* s) {
-    return weftReduceScatter(in.data_ptr(), out.data_ptr(), Count(out), dt, wop, c, s);
+  op.Call([in, out, ty, wop](weftComm_t c, void* s) {
+    return weftReduceScatter(in.data_ptr(), out.data_ptr(), Count(out, ty), ty.dtype, wop, c, s);
   });
 }
 
@@ -211,11 +211,11 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::broadcast(std::vector<at::Tensor>& t
   TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), "weft: broadcast: root ", opts.rootRank,
                     " is outside the group of ", getSize());
   Op op(*this, "broadcast", c10d::OpType::BROADCAST, t);
-  const weftDataType_t dt = WeftType(op.name(), t);
+  const Typed ty = MovedAs(t);
   const int root = static_cast<int>(opts.rootRank);
   at::Tensor buf = op.Out(t, /*read=*/true);
-  op.Call([buf, dt, root](weftComm_t c, void* s) {
-    return weftBroadcast(buf.data_ptr(), buf.data_ptr(), Count(buf), dt, root, c, s);
+  op.Call([buf, ty, root](weftComm_t c, void* s) {
+    return weftBroadcast(buf.data_ptr(), buf.data_ptr(), Count(buf, ty), ty.dtype, root, c, s);
   });
   return op.Issue(tensors);
 }

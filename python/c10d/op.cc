@@ -5,25 +5,65 @@
 
 namespace weft_c10d {
 
-weftDataType_t WeftType(const char* op, const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return weftFloat32;
-    case at::kDouble: return weftFloat64;
-    case at::kBFloat16: return weftBfloat16;
-    case at::kHalf: return weftFloat16;
-    case at::kChar: return weftInt8;
-    case at::kByte: return weftUint8;
-    case at::kBool: return weftUint8;  // one byte, 0 or 1; the ops are mapped so it stays so
-    case at::kInt: return weftInt32;
-    case at::kLong: return weftInt64;
-    default:
-      TORCH_CHECK_TYPE(false, "weft: ", op, ": dtype ", t.scalar_type(), " is not a weft type (float32/64, "
-                       "bfloat16, float16, int8, uint8, int32, int64, bool); convert the tensor first");
+namespace {
+
+// The weft type of a torch dtype, if it has one.
+bool HasWeftType(at::ScalarType s, weftDataType_t* out) {
+  switch (s) {
+    case at::kFloat: *out = weftFloat32; return true;
+    case at::kDouble: *out = weftFloat64; return true;
+    case at::kBFloat16: *out = weftBfloat16; return true;
+    case at::kHalf: *out = weftFloat16; return true;
+    case at::kChar: *out = weftInt8; return true;
+    case at::kByte: *out = weftUint8; return true;
+    case at::kBool: *out = weftUint8; return true;  // one byte, 0 or 1; the ops are mapped so it stays so
+    case at::kShort: *out = weftInt16; return true;
+    case at::kInt: *out = weftInt32; return true;
+    case at::kLong: *out = weftInt64; return true;
+    default: return false;
   }
+}
+
+const char* ReduceOpName(const c10d::ReduceOp& rop) {
+  switch (rop.op_) {
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
+    default: return "BAND/BOR/BXOR";
+  }
+}
+
+}  // namespace
+
+Typed ReducedAs(const char* op, const at::Tensor& t) {
+  weftDataType_t dt;
+  if (HasWeftType(t.scalar_type(), &dt)) return {dt, 1};
+  switch (t.scalar_type()) {
+    case at::kComplexHalf: return {weftFloat16, 2};
+    case at::kComplexFloat: return {weftFloat32, 2};
+    case at::kComplexDouble: return {weftFloat64, 2};
+    default:
+      TORCH_CHECK_TYPE(false, "weft: ", op, ": dtype ", t.scalar_type(), " has no weft reduction (weft reduces "
+                       "float32/64, bfloat16, float16, int8/16/32/64, uint8, bool, and complex as pairs of floats); "
+                       "convert the tensor first");
+  }
+}
+
+Typed MovedAs(const at::Tensor& t) {
+  weftDataType_t dt;
+  if (HasWeftType(t.scalar_type(), &dt)) return {dt, 1};
+  return {weftUint8, static_cast<size_t>(t.element_size())};
 }
 
 weftRedOp_t WeftOp(const char* op, const c10d::ReduceOp& rop, const at::Tensor& t) {
   const bool is_bool = t.scalar_type() == at::kBool;
+  if (t.is_complex()) {
+    const bool sum = rop.op_ == c10d::ReduceOp::SUM || rop.op_ == c10d::ReduceOp::AVG ||
+                     rop.op_ == c10d::ReduceOp::PREMUL_SUM;
+    TORCH_CHECK_VALUE(sum, "weft: ", op, ": ReduceOp ", ReduceOpName(rop), " of a ", t.scalar_type(), " tensor: "
+                      "complex tensors are reduced as (real, imaginary) pairs, which is right for SUM, AVG and "
+                      "PREMUL_SUM only");
+  }
   switch (rop.op_) {
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::PREMUL_SUM: return is_bool ? weftMax : weftSum;

@@ -18,14 +18,27 @@
 
 namespace weft_c10d {
 
-// weft's element type for a tensor's dtype; a TypeError naming `op` if none.
-weftDataType_t WeftType(const char* op, const at::Tensor& t);
+// How a tensor goes to weft: as `per` elements of `dtype` for each of its own.
+struct Typed {
+  weftDataType_t dtype;
+  size_t per;
+};
+// For a reduction: the tensor's weft type, or, for complex, (real,
+// imaginary) pairs of its float type (WeftOp allows only the sums on them);
+// a TypeError naming `op` and the dtype for any other.
+Typed ReducedAs(const char* op, const at::Tensor& t);
+// For a collective that only moves data: the tensor's weft type where it has
+// one, else its bytes (uint8), so that every dtype moves (uint16..64,
+// complex, float8, ...), on CPU and CUDA alike.
+Typed MovedAs(const at::Tensor& t);
 // The weft reduction for torch's; PREMUL_SUM is SUM after the Op scaled its
 // input. On bool (bytes 0 or 1) SUM is logical or, as gloo computes it: MAX.
+// A ValueError for an op the dtype has no such reduction for.
 weftRedOp_t WeftOp(const char* op, const c10d::ReduceOp& rop, const at::Tensor& t);
 // The one tensor of a per-process list (one device per rank).
 const at::Tensor& One(const char* op, const std::vector<at::Tensor>& tensors);
-inline size_t Count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
+// Elements of weft's type in `t`.
+inline size_t Count(const at::Tensor& t, const Typed& ty) { return static_cast<size_t>(t.numel()) * ty.per; }
 
 // One collective being built.
 class Op {
@@ -39,22 +52,26 @@ class Op {
     TORCH_CHECK(comm_ != nullptr, "weft: ", name_, " on rank ", b_.getRank(), ": the process group was shut down");
   }
 
-  // A tensor weft reads: itself when contiguous, else a contiguous copy.
+  // A tensor weft reads: itself when its memory holds its values in order,
+  // else a contiguous copy. A conjugate or negative view (z.conj(),
+  // z.conj().imag) holds other values than it reads as, so it is resolved.
   at::Tensor In(const at::Tensor& t) {
     Check(t);
-    at::Tensor c = t.contiguous();
+    at::Tensor c = t.resolve_conj().resolve_neg().contiguous();
     keep_.push_back(c);
     return c;
   }
-  // A tensor weft writes: itself when contiguous, else a temporary copied
-  // back once the data is there. `read`: weft also reads it (in place).
+  // A tensor weft writes: itself when its memory holds its values in order,
+  // else a temporary copied back once the data is there (copy_ writes a
+  // conjugate or negative view right). `read`: weft also reads it (in place).
   at::Tensor Out(const at::Tensor& t, bool read) {
     Check(t);
-    if (t.is_contiguous()) {
+    if (t.is_contiguous() && !t.is_conj() && !t.is_neg()) {
       keep_.push_back(t);
       return t;
     }
-    at::Tensor c = read ? t.contiguous() : at::empty(t.sizes(), t.options().memory_format(at::MemoryFormat::Contiguous));
+    at::Tensor c = read ? t.resolve_conj().resolve_neg().contiguous()
+                        : at::empty(t.sizes(), t.options().memory_format(at::MemoryFormat::Contiguous));
     keep_.push_back(t);
     keep_.push_back(c);
     Post([t, c]() mutable { t.copy_(c); });
@@ -73,7 +90,8 @@ class Op {
   // PREMUL_SUM's input: the tensor times the op's factor, in its own dtype.
   at::Tensor Premul(const at::Tensor& t, const c10d::ReduceOp& rop) {
     if (rop.op_ != c10d::ReduceOp::PREMUL_SUM) return t;
-    TORCH_CHECK_VALUE(at::isFloatingType(t.scalar_type()), "weft: ", name_, ": PREMUL_SUM of ", t.scalar_type());
+    TORCH_CHECK_VALUE(at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type()), "weft: ", name_,
+                      ": PREMUL_SUM of ", t.scalar_type());
     auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(rop.supplement_.get());
     TORCH_CHECK_VALUE(s != nullptr, "weft: ", name_, ": PREMUL_SUM without its factor");
     if (s->tensor_factor.defined()) return at::mul(t, s->tensor_factor.reshape({}).to(t.device(), t.scalar_type()));

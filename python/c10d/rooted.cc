@@ -13,9 +13,10 @@ int Root(const char* op, int64_t root, int size) {
   return static_cast<int>(root);
 }
 
-// Counts and displacements (elements) of one side of an uneven all-to-all:
-// torch's split sizes count rows of dimension 0; empty splits mean equal ones.
-void Splits(const char* op, const at::Tensor& t, const std::vector<int64_t>& splits, int size,
+// Counts and displacements (elements of weft's type, `per` to each of the
+// tensor's) of one side of an uneven all-to-all: torch's split sizes count
+// rows of dimension 0; empty splits mean equal ones.
+void Splits(const char* op, const at::Tensor& t, const std::vector<int64_t>& splits, int size, size_t per,
             std::vector<size_t>& counts, std::vector<size_t>& displs) {
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
   const int64_t row = rows == 0 ? 0 : t.numel() / rows;
@@ -31,11 +32,11 @@ void Splits(const char* op, const at::Tensor& t, const std::vector<int64_t>& spl
   for (int q = 0; q < size; ++q) {
     const int64_t n = splits.empty() ? rows / size : splits[q];
     TORCH_CHECK_VALUE(n >= 0, "weft: ", op, ": split size ", n);
-    counts[q] = static_cast<size_t>(n * row);
+    counts[q] = static_cast<size_t>(n * row) * per;
     displs[q] = at;
     at += counts[q];
   }
-  TORCH_CHECK_VALUE(at == static_cast<size_t>(t.numel()), "weft: ", op, ": the split sizes cover ", at,
+  TORCH_CHECK_VALUE(at == static_cast<size_t>(t.numel()) * per, "weft: ", op, ": the split sizes cover ", at / per,
                     " elements of a tensor of ", t.numel());
 }
 
@@ -45,7 +46,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::reduce(std::vector<at::Tensor>& tens
   const at::Tensor& t = One("reduce", tensors);
   const int root = Root("reduce", opts.rootRank, getSize());
   Op op(*this, "reduce", c10d::OpType::REDUCE, t);
-  const weftDataType_t dt = WeftType(op.name(), t);
+  const Typed ty = ReducedAs(op.name(), t);
   const weftRedOp_t wop = WeftOp(op.name(), opts.reduceOp, t);
   at::Tensor buf = op.Out(t, /*read=*/true);
   at::Tensor in = buf;
@@ -53,8 +54,8 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::reduce(std::vector<at::Tensor>& tens
     in = op.Premul(buf, opts.reduceOp);
     op.Keep(in);
   }
-  op.Call([in, buf, dt, wop, root](weftComm_t c, void* s) {
-    return weftReduce(in.data_ptr(), buf.data_ptr(), Count(buf), dt, wop, root, c, s);
+  op.Call([in, buf, ty, wop, root](weftComm_t c, void* s) {
+    return weftReduce(in.data_ptr(), buf.data_ptr(), Count(buf, ty), ty.dtype, wop, root, c, s);
   });
   return op.Issue(tensors);
 }
@@ -64,7 +65,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::gather(std::vector<std::vector<at::T
   const at::Tensor& input = One("gather", inputs);
   const int root = Root("gather", opts.rootRank, getSize());
   Op op(*this, "gather", c10d::OpType::GATHER, input);
-  const weftDataType_t dt = WeftType(op.name(), input);
+  const Typed ty = MovedAs(input);
   at::Tensor in = op.In(input);
   at::Tensor flat;
   std::vector<at::Tensor> list;
@@ -85,8 +86,8 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::gather(std::vector<std::vector<at::T
       for (size_t i = 0; i < list.size(); ++i) list[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(list[i].sizes()));
     });
   }
-  op.Call([in, flat, dt, root](weftComm_t c, void* s) {
-    return weftGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, Count(in), dt, root, c, s);
+  op.Call([in, flat, ty, root](weftComm_t c, void* s) {
+    return weftGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, Count(in, ty), ty.dtype, root, c, s);
   });
   return op.Issue(list);
 }
@@ -97,7 +98,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::scatter(std::vector<at::Tensor>& out
   const at::Tensor& output = One("scatter", outputs);
   const int root = Root("scatter", opts.rootRank, getSize());
   Op op(*this, "scatter", c10d::OpType::SCATTER, output);
-  const weftDataType_t dt = WeftType(op.name(), output);
+  const Typed ty = MovedAs(output);
   at::Tensor flat;
   if (getRank() == root) {
     TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), "weft: scatter: "
@@ -113,8 +114,9 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::scatter(std::vector<at::Tensor>& out
     flat = op.In(at::cat(parts));
   }
   at::Tensor out = op.Out(output, /*read=*/false);
-  op.Call([flat, out, dt, root](weftComm_t c, void* s) {
-    return weftScatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), Count(out), dt, root, c, s);
+  op.Call([flat, out, ty, root](weftComm_t c, void* s) {
+    return weftScatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), Count(out, ty), ty.dtype, root, c,
+                       s);
   });
   return op.Issue(outputs);
 }
@@ -126,25 +128,25 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall_base(at::Tensor& output, at
   Op op(*this, "all_to_all_single", c10d::OpType::ALLTOALL_BASE, input);
   TORCH_CHECK_VALUE(output.scalar_type() == input.scalar_type(), "weft: all_to_all_single: output ",
                     output.scalar_type(), ", input ", input.scalar_type());
-  const weftDataType_t dt = WeftType(op.name(), input);
+  const Typed ty = MovedAs(input);
   at::Tensor in = op.In(input);
   at::Tensor out = op.Out(output, /*read=*/false);
   if (output_splits.empty() && input_splits.empty()) {
     TORCH_CHECK_VALUE(input.numel() == output.numel() && input.numel() % getSize() == 0, "weft: all_to_all_single: "
                       "input of ", input.numel(), " and output of ", output.numel(), " elements do not split evenly "
                       "over ", getSize(), " ranks");
-    const size_t count = Count(input) / static_cast<size_t>(getSize());
-    op.Call([in, out, count, dt](weftComm_t c, void* s) {
-      return weftAllToAll(in.data_ptr(), out.data_ptr(), count, dt, c, s);
+    const size_t count = Count(input, ty) / static_cast<size_t>(getSize());
+    op.Call([in, out, count, ty](weftComm_t c, void* s) {
+      return weftAllToAll(in.data_ptr(), out.data_ptr(), count, ty.dtype, c, s);
     });
     return op.Issue({output});
   }
   auto counts = std::make_shared<std::vector<size_t>[]>(4);
-  Splits(op.name(), input, input_splits, getSize(), counts[0], counts[1]);
-  Splits(op.name(), output, output_splits, getSize(), counts[2], counts[3]);
-  op.Call([in, out, counts, dt](weftComm_t c, void* s) {  // weft reads the counts before it returns
+  Splits(op.name(), input, input_splits, getSize(), ty.per, counts[0], counts[1]);
+  Splits(op.name(), output, output_splits, getSize(), ty.per, counts[2], counts[3]);
+  op.Call([in, out, counts, ty](weftComm_t c, void* s) {  // weft reads the counts before it returns
     return weftAllToAllv(in.data_ptr(), counts[0].data(), counts[1].data(), out.data_ptr(), counts[2].data(),
-                         counts[3].data(), dt, c, s);
+                         counts[3].data(), ty.dtype, c, s);
   });
   return op.Issue({output});
 }
@@ -155,7 +157,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall(std::vector<at::Tensor>& ou
                     "weft: all_to_all: ", inputs.size(), " inputs and ", outputs.size(), " outputs for a group of ",
                     getSize());
   Op op(*this, "all_to_all", c10d::OpType::ALLTOALL, inputs[0]);
-  const weftDataType_t dt = WeftType(op.name(), inputs[0]);
+  const Typed ty = MovedAs(inputs[0]);
   auto counts = std::make_shared<std::vector<size_t>[]>(4);
   std::vector<at::Tensor> in_parts;
   size_t in_at = 0, out_at = 0;
@@ -167,27 +169,27 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall(std::vector<at::Tensor>& ou
                       "weft: all_to_all: a tensor on ", inputs[q].device(), " or ", outputs[q].device(), " beside one on ",
                       inputs[0].device(), "; every tensor of a collective must be on one device");
     in_parts.push_back(inputs[q].reshape({-1}));
-    counts[0].push_back(Count(inputs[q]));
+    counts[0].push_back(Count(inputs[q], ty));
     counts[1].push_back(in_at);
-    in_at += Count(inputs[q]);
-    counts[2].push_back(Count(outputs[q]));
+    in_at += Count(inputs[q], ty);
+    counts[2].push_back(Count(outputs[q], ty));
     counts[3].push_back(out_at);
-    out_at += Count(outputs[q]);
+    out_at += Count(outputs[q], ty);
     op.Keep(outputs[q]);
   }
   // weft moves one buffer each way; the lists are packed into and out of them.
   at::Tensor in = op.In(at::cat(in_parts));
-  at::Tensor out = op.Out(at::empty({static_cast<int64_t>(out_at)}, inputs[0].options()), /*read=*/false);
+  at::Tensor out = op.Out(at::empty({static_cast<int64_t>(out_at / ty.per)}, inputs[0].options()), /*read=*/false);
   std::vector<at::Tensor> list = outputs;
-  op.Post([list, out, counts]() mutable {
+  op.Post([list, out, counts, ty]() mutable {
     for (size_t q = 0; q < list.size(); ++q) {
-      list[q].copy_(out.narrow(0, static_cast<int64_t>(counts[3][q]), static_cast<int64_t>(counts[2][q]))
-                        .view(list[q].sizes()));
+      const auto at = static_cast<int64_t>(counts[3][q] / ty.per), n = static_cast<int64_t>(counts[2][q] / ty.per);
+      list[q].copy_(out.narrow(0, at, n).view(list[q].sizes()));
     }
   });
-  op.Call([in, out, counts, dt](weftComm_t c, void* s) {
+  op.Call([in, out, counts, ty](weftComm_t c, void* s) {
     return weftAllToAllv(in.data_ptr(), counts[0].data(), counts[1].data(), out.data_ptr(), counts[2].data(),
-                         counts[3].data(), dt, c, s);
+                         counts[3].data(), ty.dtype, c, s);
   });
   return op.Issue(outputs);
 }
@@ -208,9 +210,11 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::send(std::vector<at::Tensor>& tensor
     const at::Tensor& t = One("send", tensors);
     CheckP2p("send", dst, tag);
     Op op(*this, "send", c10d::OpType::SEND, t);
-    const weftDataType_t dt = WeftType(op.name(), t);
+    const Typed ty = MovedAs(t);
     at::Tensor in = op.In(t);
-    op.Call([in, dt, dst](weftComm_t c, void* s) { return weftSend(in.data_ptr(), Count(in), dt, dst, c, s); });
+    op.Call([in, ty, dst](weftComm_t c, void* s) {
+      return weftSend(in.data_ptr(), Count(in, ty), ty.dtype, dst, c, s);
+    });
     return op.Issue(tensors);
   } catch (...) {
     if (coalescing_) AbandonGroup();
@@ -223,9 +227,11 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::recv(std::vector<at::Tensor>& tensor
     const at::Tensor& t = One("recv", tensors);
     CheckP2p("recv", src, tag);
     Op op(*this, "recv", c10d::OpType::RECV, t);
-    const weftDataType_t dt = WeftType(op.name(), t);
+    const Typed ty = MovedAs(t);
     at::Tensor out = op.Out(t, /*read=*/false);
-    op.Call([out, dt, src](weftComm_t c, void* s) { return weftRecv(out.data_ptr(), Count(out), dt, src, c, s); });
+    op.Call([out, ty, src](weftComm_t c, void* s) {
+      return weftRecv(out.data_ptr(), Count(out, ty), ty.dtype, src, c, s);
+    });
     return op.Issue(tensors);
   } catch (...) {
     if (coalescing_) AbandonGroup();

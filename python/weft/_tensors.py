@@ -13,7 +13,8 @@ refused here with a ValueError naming it and both kinds, before any C call:
 
 import sys
 
-DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
+# Indexed by weftDataType_t (include/weft/types.h): int16 was appended after int64.
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64", "int16")
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 MEMORY_KINDS = ("host", "cuda")  # indexed by weftMemoryKind_t
 _KIND_WORDS = {"host": "host (CPU) memory", "cuda": "CUDA memory"}
@@ -22,7 +23,7 @@ _KIND_WORDS = {"host": "host (CPU) memory", "cuda": "CUDA memory"}
 def _torch_code(t):
     import torch
     table = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3, torch.int8: 4,
-             torch.uint8: 5, torch.int32: 6, torch.int64: 7}
+             torch.uint8: 5, torch.int32: 6, torch.int64: 7, torch.int16: 8}
     if t.dtype not in table:
         raise TypeError("weft: torch dtype %s is not supported (one of %s)" % (t.dtype, ", ".join(DTYPES)))
     return table[t.dtype]

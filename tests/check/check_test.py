@@ -133,13 +133,13 @@ def mode_matrix(args):
     if rep is not None:
         got = {(c["collective"], c["dtype"], c["op"]) for c in rep["correctness"]}
         for coll in ("all_reduce", "reduce_scatter", "reduce"):
-            for dtype in ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64"):
+            for dtype in ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64"):
                 for op in ("sum", "prod", "max", "min", "avg"):
                     if (coll, dtype, op) not in got:
                         failures.append(f"--plan matrix has no {coll} {dtype} {op}")
         for coll in ("all_gather", "broadcast", "gather", "scatter", "all_to_all", "send_recv"):
-            if sum(1 for c in got if c[0] == coll) != 8:
-                failures.append(f"--plan matrix does not have {coll} in all 8 dtypes")
+            if sum(1 for c in got if c[0] == coll) != 9:
+                failures.append(f"--plan matrix does not have {coll} in all 9 dtypes")
     for coll in ("reduce", "gather", "scatter", "all_to_all", "send_recv"):
         for r in range(4):
             check(args, f"flip:{r}", extra=["--plan", "matrix", "--collectives", coll], expect=named(bad=[r]),

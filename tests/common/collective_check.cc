@@ -43,6 +43,7 @@ int64_t WrapTo(DataType t, int64_t v) {
   switch (t) {
     case DataType::kInt8: return static_cast<int8_t>(u);
     case DataType::kUint8: return static_cast<uint8_t>(u);
+    case DataType::kInt16: return static_cast<int16_t>(u);
     case DataType::kInt32: return static_cast<int32_t>(u);
     default: return v;
   }
@@ -78,6 +79,7 @@ void Store(DataType t, void* base, size_t i, const Value& v) {
     case DataType::kBfloat16: { const uint16_t x = DoubleToBf16(v.f); std::memcpy(p, &x, 2); break; }
     case DataType::kFloat64: std::memcpy(p, &v.f, 8); break;
     case DataType::kInt8: case DataType::kUint8: { const auto x = static_cast<uint8_t>(v.i); *p = x; break; }
+    case DataType::kInt16: { const auto x = static_cast<int16_t>(v.i); std::memcpy(p, &x, 2); break; }
     case DataType::kInt32: { const auto x = static_cast<int32_t>(v.i); std::memcpy(p, &x, 4); break; }
     case DataType::kInt64: std::memcpy(p, &v.i, 8); break;
   }
@@ -93,6 +95,7 @@ Value Load(DataType t, const void* base, size_t i) {
     case DataType::kFloat64: std::memcpy(&v.f, p, 8); break;
     case DataType::kInt8: v.i = static_cast<int8_t>(*p); break;
     case DataType::kUint8: v.i = *p; break;
+    case DataType::kInt16: { int16_t x; std::memcpy(&x, p, 2); v.i = x; break; }
     case DataType::kInt32: { int32_t x; std::memcpy(&x, p, 4); v.i = x; break; }
     case DataType::kInt64: std::memcpy(&v.i, p, 8); break;
   }

@@ -155,7 +155,7 @@ TEST(World, RandomSequenceThroughSmallRounds) {
   ASSERT_NE(comm, nullptr);
   std::mt19937_64 rng(kSeed);
   const DataType types[] = {DataType::kFloat32, DataType::kBfloat16, DataType::kFloat64, DataType::kInt8,
-                            DataType::kInt64};
+                            DataType::kInt16,   DataType::kInt64};
   std::vector<Case> cases;
   for (int i = 0; i < 80; ++i) {
     Case c;

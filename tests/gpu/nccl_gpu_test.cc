@@ -91,6 +91,7 @@ class Nccl : public ::testing::Test {
         case DataType::kBfloat16: { const uint16_t h = FloatToBf16(static_cast<float>(x)); std::memcpy(p, &h, 2); break; }
         case DataType::kInt8: { const int8_t k = static_cast<int8_t>(x); std::memcpy(p, &k, 1); break; }
         case DataType::kUint8: { const uint8_t k = static_cast<uint8_t>(x + 100); std::memcpy(p, &k, 1); break; }
+        case DataType::kInt16: { const int16_t k = static_cast<int16_t>(x); std::memcpy(p, &k, 2); break; }
         case DataType::kInt32: { const int32_t k = x; std::memcpy(p, &k, 4); break; }
         case DataType::kInt64: { const int64_t k = x; std::memcpy(p, &k, 8); break; }
       }
@@ -132,7 +133,8 @@ class Nccl : public ::testing::Test {
 };
 
 constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kFloat64,
-                                  DataType::kInt8,    DataType::kUint8,   DataType::kInt32,    DataType::kInt64};
+                                  DataType::kInt8,    DataType::kUint8,   DataType::kInt32,    DataType::kInt64,
+                                  DataType::kInt16};
 constexpr size_t kCounts[] = {0, 1, 7, 1000, (size_t{1} << 20) + 3};
 
 TEST_F(Nccl, AllReduceOfOneRankIsTheInputForEveryTypeAndOp) {
@@ -154,7 +156,8 @@ TEST_F(Nccl, AllReduceOfOneRankIsTheInputForEveryTypeAndOp) {
 
 TEST_F(Nccl, ReduceScatterAllGatherBroadcastOfOneRankCopy) {
   std::mt19937_64 rng(202);
-  for (DataType t : {DataType::kBfloat16, DataType::kFloat32, DataType::kInt64}) {
+  // int16: NCCL has none; moved as bytes, reduced widened to int32.
+  for (DataType t : {DataType::kBfloat16, DataType::kFloat32, DataType::kInt64, DataType::kInt16}) {
     for (size_t count : kCounts) {
       for (bool in_place : {false, true}) {
         const std::vector<unsigned char> in = Input(t, count, rng);
@@ -221,6 +224,8 @@ TEST_F(Nccl, ZeroCountCallsTakeNullBuffers) {
   EXPECT_TRUE(comm_->ReduceScatter(nullptr, nullptr, 0, DataType::kFloat32, RedOp::kSum, stream_).ok());
   EXPECT_TRUE(comm_->AllGather(nullptr, nullptr, 0, DataType::kFloat16, stream_).ok());
   EXPECT_TRUE(comm_->Broadcast(nullptr, nullptr, 0, DataType::kInt64, 0, stream_).ok());
+  EXPECT_TRUE(comm_->AllReduce(nullptr, nullptr, 0, DataType::kInt16, RedOp::kMax, stream_).ok());
+  EXPECT_TRUE(comm_->ReduceScatter(nullptr, nullptr, 0, DataType::kInt16, RedOp::kSum, stream_).ok());
   WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
   EXPECT_TRUE(comm_->async_error().ok()) << comm_->async_error();
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/registry.h"
+#include "core/reduce.h"
 #include "tests/gpu/gpu_mpi_util.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -124,6 +125,82 @@ TEST_F(NcclMpi, Bfloat16AverageIsTheSumScaledOnce) {
   const auto own = want.begin() + static_cast<std::ptrdiff_t>(me * block * ElementSize(t));
   EXPECT_EQ(mine, std::vector<unsigned char>(own, own + static_cast<std::ptrdiff_t>(mine.size())))
       << "reduce_scatter avg on rank " << me << " of " << n;
+  (void)cudaFree(dsend);
+  (void)cudaFree(drecv);
+}
+
+// int16, which NCCL has no type for, is reduced widened to int32: every op
+// must give the host backends' bits (core/reduce.h), wrapping included
+// (values over the whole int16 range, so sums and products of two ranks
+// wrap). Inside a group NCCL enqueues the reduction only at the group's end,
+// so the narrowing (and a bfloat16 average's scaling) must wait for it.
+TEST_F(NcclMpi, Int16ReductionsAreTheHostBitsInAndOutOfGroups) {
+  const int n = comm_->size(), me = comm_->rank();
+  const DataType t = DataType::kInt16;
+  const size_t block = 1001, total = block * static_cast<size_t>(n), bytes = total * 2;
+  std::vector<std::vector<int16_t>> in(static_cast<size_t>(n), std::vector<int16_t>(total));
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < total; ++i) {
+      in[r][i] = static_cast<int16_t>(static_cast<uint16_t>((i * 2654435761u) ^ (static_cast<uint32_t>(r) * 40503u)));
+    }
+  }
+  auto src = [&](int q) -> const void* { return in[static_cast<size_t>(q)].data(); };
+  void* dsend = nullptr;
+  void* drecv = nullptr;
+  WEFT_CUDA_OK(cudaMalloc(&dsend, bytes));
+  WEFT_CUDA_OK(cudaMalloc(&drecv, bytes));
+  WEFT_CUDA_OK(cudaMemcpy(dsend, in[me].data(), bytes, cudaMemcpyHostToDevice));
+  auto result = [&](size_t count) {
+    std::vector<int16_t> got(count);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(got.data(), drecv, count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemset(drecv, 0x5a, bytes), cudaSuccess);  // poison for the next call
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);         // stream_ does not wait for the legacy stream
+    return got;
+  };
+  WEFT_CUDA_OK(cudaMemset(drecv, 0x5a, bytes));
+  WEFT_CUDA_OK(cudaDeviceSynchronize());  // stream_ does not wait for the legacy stream's copies
+  for (RedOp op : {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg}) {
+    std::vector<int16_t> want(total);
+  std::vector<int64_t> acc64(total);
+    ReduceInRankOrder(t, op, n, src, total, acc64.data(), want.data());
+    const std::string what = std::string(Name(op)) + " on rank " + std::to_string(me) + " of " + std::to_string(n);
+    ASSERT_TRUE(comm_->AllReduce(dsend, drecv, total, t, op, stream_).ok());
+    EXPECT_EQ(result(total), want) << "all_reduce " << what;
+    ASSERT_TRUE(comm_->ReduceScatter(dsend, drecv, block, t, op, stream_).ok());
+    EXPECT_EQ(result(block), std::vector<int16_t>(want.begin() + me * block, want.begin() + (me + 1) * block))
+        << "reduce_scatter " << what;
+    ASSERT_TRUE(comm_->Reduce(dsend, drecv, total, t, op, n - 1, stream_).ok());
+    const std::vector<int16_t> got = result(total);
+    if (me == n - 1) {
+      EXPECT_EQ(got, want) << "reduce " << what;
+    }
+  }
+
+  // In a group, beside a bfloat16 average (a sum, then scaled once).
+  std::vector<int16_t> want(total);
+  std::vector<int64_t> acc64(total);
+  ReduceInRankOrder(t, RedOp::kSum, n, src, total, acc64.data(), want.data());
+  const std::vector<unsigned char> bf_in = RankInput(DataType::kBfloat16, total, me);
+  std::vector<unsigned char> bf_want(bf_in.size());
+  for (size_t i = 0; i < total; ++i) {
+    double sum = 0;
+    for (int r = 0; r < n; ++r) sum += Value(i, r);
+    Store(DataType::kBfloat16, bf_want.data(), i, static_cast<double>(static_cast<float>(sum) * (1.0f / n)));
+  }
+  void* dbf = nullptr;
+  WEFT_CUDA_OK(cudaMalloc(&dbf, bf_in.size()));
+  WEFT_CUDA_OK(cudaMemcpy(dbf, bf_in.data(), bf_in.size(), cudaMemcpyHostToDevice));
+  WEFT_CUDA_OK(cudaDeviceSynchronize());
+  ASSERT_TRUE(Communicator::GroupStart().ok());
+  ASSERT_TRUE(comm_->AllReduce(dsend, drecv, total, t, RedOp::kSum, stream_).ok());
+  ASSERT_TRUE(comm_->AllReduce(dbf, dbf, total, DataType::kBfloat16, RedOp::kAvg, stream_).ok());
+  ASSERT_TRUE(Communicator::GroupEnd().ok());
+  EXPECT_EQ(result(total), want) << "int16 all_reduce sum in a group on rank " << me;
+  std::vector<unsigned char> bf_got(bf_in.size());
+  WEFT_CUDA_OK(cudaMemcpy(bf_got.data(), dbf, bf_got.size(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(bf_got, bf_want) << "bfloat16 all_reduce avg in a group on rank " << me;
+  (void)cudaFree(dbf);
   (void)cudaFree(dsend);
   (void)cudaFree(drecv);
 }

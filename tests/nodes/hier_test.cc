@@ -94,6 +94,7 @@ std::vector<unsigned char> Fill(DataType t, int q, size_t n, RedOp op) {
       case DataType::kBfloat16: Put(out, i, DoubleToBf16(v)); break;
       case DataType::kInt8: Put(out, i, static_cast<int8_t>(v)); break;
       case DataType::kUint8: Put(out, i, static_cast<uint8_t>(v)); break;
+      case DataType::kInt16: Put(out, i, static_cast<int16_t>(v)); break;
       case DataType::kInt32: Put(out, i, static_cast<int32_t>(v)); break;
       case DataType::kInt64: Put(out, i, static_cast<int64_t>(v)); break;
     }
@@ -117,7 +118,8 @@ struct Case {
 const Case kCases[] = {{DataType::kFloat32, RedOp::kSum}, {DataType::kFloat32, RedOp::kAvg},
                        {DataType::kFloat64, RedOp::kMax}, {DataType::kBfloat16, RedOp::kSum},
                        {DataType::kFloat16, RedOp::kAvg}, {DataType::kInt32, RedOp::kProd},
-                       {DataType::kInt32, RedOp::kAvg},   {DataType::kInt8, RedOp::kMin}};
+                       {DataType::kInt32, RedOp::kAvg},   {DataType::kInt8, RedOp::kMin},
+                       {DataType::kInt16, RedOp::kSum}};
 // One element, counts the node's ranks do not divide, and one large enough
 // for the default table's hierarchy too.
 const size_t kCounts[] = {1, 3, 1001, (size_t{256} << 10) / 4 + 5};

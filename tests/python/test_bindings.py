@@ -159,6 +159,17 @@ class Structs(unittest.TestCase):
         cfg = _lib.ReducerConfig()
         self.assertEqual({f: getattr(cfg, f) for f in fields}, _lib.REDUCER_DEFAULTS)
 
+    def test_dtype_codes_are_the_headers(self):
+        """weft.comm's dtype names, indexed by code, are weftDataType_t's enumerators in value order (a type
+        appended to the header and not to the package, or the other way round, fails here)."""
+        from weft import _tensors
+        body = re.search(r"typedef enum\s*{([^}]*)}\s*weftDataType_t;", TEXT).group(1)
+        values = {name: int(v) for name, v in re.findall(r"weft(\w+)\s*=\s*(\d+)", body)}
+        count = values.pop("NumTypes")
+        self.assertEqual(sorted(values.values()), list(range(count)))
+        by_value = [name.lower() for name, _ in sorted(values.items(), key=lambda kv: kv[1])]
+        self.assertEqual(list(_tensors.DTYPES), by_value)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -86,6 +86,22 @@ class Collectives(unittest.TestCase):
 
         on_ranks(2, body)
 
+    def test_int16_wraps_as_int16(self):
+        """int16 (numpy and torch): sums wrap in 16 bits, avg divides the exact sum, min/max as they are."""
+        def body(r, comm):
+            x = np.array([30000, -32768, 7, -3], dtype=np.int16)
+            comm.all_reduce(x, op="sum")
+            np.testing.assert_array_equal(x, np.array([-5536, 0, 14, -6], dtype=np.int16))  # 60000, -65536 wrapped
+            a = np.array([30000, -32768, 7, -3], dtype=np.int16)
+            comm.all_reduce(a, op="avg")
+            np.testing.assert_array_equal(a, np.array([30000, -32768, 7, -3], dtype=np.int16))
+            if torch is not None:
+                t = torch.tensor([-2 - r, 32767 - r], dtype=torch.int16)
+                comm.all_reduce(t, op="min")
+                self.assertTrue(torch.equal(t, torch.tensor([-3, 32766], dtype=torch.int16)))
+
+        on_ranks(2, body)
+
     def test_bad_arguments_raise_with_the_message(self):
         comm = weft.init()
         self.assertEqual(comm.size, 1)

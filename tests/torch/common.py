@@ -61,6 +61,12 @@ class Job:
         self.check(False, "%s: did not raise" % what)
         return None
 
+    def check_still_works(self, what):
+        """An all-reduce on the weft group gives the right sum: the group survived whatever came before."""
+        x = torch.full((10,), float(self.rank + 1))
+        dist.all_reduce(x)
+        self.check(bool((x == self.world * (self.world + 1) / 2).all().item()), "all_reduce " + what)
+
     def run(self, name, fn):
         """Runs one test function; an exception in it is one failure, and the job goes on."""
         try:
@@ -76,6 +82,14 @@ class Job:
                   (self.world, self.checks, failed.item(), time.monotonic() - self.t0), flush=True)
         dist.destroy_process_group()
         sys.exit(1 if failed.item() else 0)
+
+
+def run_tests(tests):
+    """Runs each (name, fn) of `tests` in one Job and exits with the job's verdict."""
+    job = Job()
+    for name, fn in tests:
+        job.run(name, fn)
+    job.finish()
 
 
 def skip_without_cuda(reason_prefix):

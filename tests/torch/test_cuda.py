@@ -3,8 +3,10 @@
     .venv/bin/python tests/torch/test_cuda.py      # starts torchrun itself, or skips without a GPU
 
 Every collective on CUDA tensors against the same collective on the same values as CPU tensors (the group's host
-communicator), bit for bit; stream order (the collective reads what the current stream wrote, wait() orders the
-current stream after it); a tensor on the wrong device is refused. Exits 77 (skipped) without a usable device.
+communicator), bit for bit, in every dtype (int16 reduced widened to int32 on NCCL; the dtypes weft only moves, as
+bytes; complex averages as float pairs); stream order (the collective reads what the current stream wrote, wait()
+orders the current stream after it); a tensor on the wrong device is refused. Exits 77 (skipped) without a usable
+device.
 """
 
 import os
@@ -15,6 +17,7 @@ import torch.distributed as dist
 
 from common import Job, same_bits, skip_without_cuda
 from test_collectives import COUNTS, DTYPES, OPS, inputs, poison, valid, weft_op
+from test_dtypes import MOVED, inputs as moved_inputs, poison as moved_poison
 
 
 def test_ops(job):
@@ -42,6 +45,28 @@ def test_ops(job):
         got = x.to(dev)
         dist.broadcast(got, src=0)
         job.check(same_bits(got.cpu(), x), "cuda broadcast %s" % dtype)
+
+
+def test_moved(job):
+    """The dtypes weft only moves (as bytes, on NCCL too), and complex sums (as float pairs)."""
+    dev = torch.device("cuda", torch.cuda.current_device())
+    for dtype in MOVED:
+        x = moved_inputs(dtype, 1000, ("cuda moved", str(dtype)), job.rank)
+        got = moved_poison(dtype, 1000 * job.world).to(dev)
+        dist.all_gather_into_tensor(got, x.to(dev))
+        want = moved_poison(dtype, 1000 * job.world)
+        dist.all_gather_into_tensor(want, x)
+        job.check(same_bits(got.cpu(), want), "cuda all_gather_into_tensor %s" % dtype)
+        got = x.to(dev)
+        dist.broadcast(got, src=0)
+        job.check(same_bits(got.cpu(), x), "cuda broadcast %s" % dtype)
+    for dtype in (torch.complex64, torch.complex128):
+        x = moved_inputs(dtype, 1000 * job.world, ("cuda complex", str(dtype)), job.rank)
+        want = moved_poison(dtype, 1000)
+        dist.reduce_scatter_tensor(want, x, op=dist.ReduceOp.AVG)
+        got = moved_poison(dtype, 1000).to(dev)
+        dist.reduce_scatter_tensor(got, x.to(dev), op=dist.ReduceOp.AVG)
+        job.check(same_bits(got.cpu(), want), "cuda reduce_scatter_tensor avg %s" % dtype)
 
 
 def test_stream_order(job):
@@ -76,6 +101,7 @@ def main():
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     job = Job()
     job.run("cuda ops", test_ops)
+    job.run("cuda moved dtypes", test_moved)
     job.run("cuda stream order", test_stream_order)
     job.run("cuda refusals", test_refusals)
     job.finish()

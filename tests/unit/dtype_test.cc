@@ -20,6 +20,14 @@ TEST(Dtype, ElementSizesAndNames) {
   EXPECT_EQ(ElementSize(DataType::kFloat32), 4u);
   EXPECT_EQ(ElementSize(DataType::kBfloat16), 2u);
   EXPECT_EQ(ElementSize(DataType::kInt64), 8u);
+  EXPECT_EQ(ElementSize(DataType::kInt16), 2u);
+  EXPECT_STREQ(Name(DataType::kInt16), "int16");
+  // Appended: the values before it are the C ABI's and never move.
+  EXPECT_EQ(static_cast<int>(DataType::kInt16), 8);
+  EXPECT_EQ(kNumDataTypes, 9);
+  EXPECT_TRUE(IsValid(DataType::kInt16));
+  EXPECT_FALSE(IsValid(static_cast<DataType>(kNumDataTypes)));
+  EXPECT_FALSE(IsFloating(DataType::kInt16));
   EXPECT_EQ(ElementSize(static_cast<DataType>(99)), 0u);
   EXPECT_STREQ(Name(DataType::kFloat16), "float16");
   EXPECT_STREQ(Name(static_cast<DataType>(-1)), "invalid");

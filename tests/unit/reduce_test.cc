@@ -29,6 +29,7 @@ TEST(Reduce, AccumTypes) {
   EXPECT_EQ(AccumType(DataType::kBfloat16), DataType::kFloat32);
   EXPECT_EQ(AccumType(DataType::kFloat16), DataType::kFloat32);
   EXPECT_EQ(AccumType(DataType::kInt8), DataType::kInt64);
+  EXPECT_EQ(AccumType(DataType::kInt16), DataType::kInt64);
   EXPECT_EQ(AccumType(DataType::kFloat64), DataType::kFloat64);
   EXPECT_TRUE(AccumIsSelf(DataType::kFloat32));
 }
@@ -87,6 +88,29 @@ TEST(Reduce, IntegerSumWraps) {
   EXPECT_EQ(u, (std::vector<uint8_t>{200, 250}));
 }
 
+// int16 as the other integer types: an int64 accumulator, wrapped to 16 bits
+// at the end, so sums and products are int16's own wrapping arithmetic
+// however many ranks there are, and avg divides the exact sum.
+TEST(Reduce, Int16WrapsAndAveragesTheExactSum) {
+  const std::vector<std::vector<int16_t>> in = {{30000, -32768, 300, -7, 32767, 2},
+                                                {30000, -1, 300, 2, 32767, -3},
+                                                {10000, -32768, -300, 5, 1, 5}};
+  // Sums 70000, -65537, 300, 0, 65535, 4, modulo 2^16.
+  EXPECT_EQ(Reduce<int16_t>(DataType::kInt16, RedOp::kSum, in),
+            (std::vector<int16_t>{4464, -1, 300, 0, -1, 4}));
+  // Products 9e12, -2^30, -27e6, -70, (2^15 - 1)^2, -30, modulo 2^16.
+  EXPECT_EQ(Reduce<int16_t>(DataType::kInt16, RedOp::kProd, in),
+            (std::vector<int16_t>{-28672, 0, 832, -70, 1, -30}));
+  EXPECT_EQ(Reduce<int16_t>(DataType::kInt16, RedOp::kMax, in),
+            (std::vector<int16_t>{30000, -1, 300, 5, 32767, 5}));
+  EXPECT_EQ(Reduce<int16_t>(DataType::kInt16, RedOp::kMin, in),
+            (std::vector<int16_t>{10000, -32768, -300, -7, 1, -3}));
+  // avg: 70000/3, -65537/3, 300/3, 0/3, 65535/3, 4/3, truncated toward zero;
+  // the int16 sums would have wrapped, the int64 accumulator does not.
+  EXPECT_EQ(Reduce<int16_t>(DataType::kInt16, RedOp::kAvg, in),
+            (std::vector<int16_t>{23333, -21845, 100, 0, 21845, 1}));
+}
+
 TEST(Reduce, CombineAccumMatchesAccumulate) {
   std::vector<float> a = {1, 2, 3}, b = {4, -5, 6};
   CombineAccum(DataType::kBfloat16, RedOp::kMin, a.data(), b.data(), 3);
@@ -99,7 +123,8 @@ TEST(Reduce, CombineAccumMatchesAccumulate) {
 TEST(Reduce, BlockedMatchesRankOrderBitForBit) {
   std::mt19937 rng(7);
   const DataType types[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBfloat16,
-                            DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kInt64};
+                            DataType::kInt8,    DataType::kUint8,   DataType::kInt16,   DataType::kInt32,
+                            DataType::kInt64};
   const size_t n = 3 * kReduceBlockBytes / 4 + 5;  // several blocks of every accumulator width, and a tail
   for (DataType t : types) {
     const size_t es = ElementSize(t);
