@@ -34,7 +34,6 @@ CommOptions ResolveOptions(CommOptions o) {
   if (o.segment_bytes == 0) o.segment_bytes = env.segment_bytes;
   if (o.bootstrap_timeout_ms <= 0) o.bootstrap_timeout_ms = env.bootstrap_timeout_ms;
   if (o.wait == WaitPolicy::kDefault) o.wait = env.wait;
-  if (o.shm_cma_bytes == SIZE_MAX) o.shm_cma_bytes = env.shm_cma_bytes;
   return o;
 }
 

@@ -49,9 +49,6 @@ struct CommOptions {
   int bootstrap_timeout_ms = 0;  // resolved: > 0 after ResolveOptions
   WaitPolicy wait = WaitPolicy::kDefault;  // resolved from WEFT_WAIT; kDefault: the backend's choice
   bool trust_memory = false;  // every buffer is of `memory` (weftConfig_t.trust_memory): CheckBuffer classifies none
-  // Host ranks on one node: from how many bytes the shared-memory collectives
-  // read peers' buffers in one copy (comm/p2p/shm.h); 0: never. SIZE_MAX: WEFT_SHM_CMA.
-  size_t shm_cma_bytes = SIZE_MAX;
 };
 
 // Fills the zero fields of `o` from the environment (core/env.h).

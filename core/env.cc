@@ -53,7 +53,6 @@ Env Env::Parse() {
   e.segment_bytes = static_cast<size_t>(ReadInt("WEFT_SEGMENT_BYTES", 0, 1LL << 40));
   e.num_threads = static_cast<int>(ReadInt("WEFT_NUM_THREADS", 0, 1024));
   e.shm = ReadInt("WEFT_SHM", 1, 1) != 0;
-  e.shm_cma_bytes = static_cast<size_t>(ReadInt("WEFT_SHM_CMA", static_cast<long long>(e.shm_cma_bytes), 1LL << 40));
   e.check_calls = ReadInt("WEFT_CHECK_CALLS", 1, 1) != 0;
   e.hang_warn_ms = static_cast<int>(ReadInt("WEFT_HANG_WARN_MS", e.hang_warn_ms, 1LL << 30));
   e.unreachable_ms = static_cast<int>(ReadInt("WEFT_UNREACHABLE_MS", e.unreachable_ms, 1LL << 30));
@@ -88,11 +87,11 @@ const Env& Env::Get() {
     if (e.log_level >= LogLevel::kInfo) {
       std::fprintf(stderr,
                    "weft INFO: pid %d env: WEFT_TIMEOUT_MS=%d WEFT_SEGMENT_BYTES=%zu WEFT_NUM_THREADS=%d "
-                   "WEFT_SHM=%d WEFT_SHM_CMA=%zu WEFT_CHECK_CALLS=%d WEFT_HANG_WARN_MS=%d WEFT_UNREACHABLE_MS=%d WEFT_HANG_WATCH=%d "
+                   "WEFT_SHM=%d WEFT_CHECK_CALLS=%d WEFT_HANG_WARN_MS=%d WEFT_UNREACHABLE_MS=%d WEFT_HANG_WATCH=%d "
                    "WEFT_BOOTSTRAP_TIMEOUT_MS=%d "
                    "WEFT_SOCKET_IFNAME=%s WEFT_WAIT=%s\n",
                    static_cast<int>(getpid()), e.timeout_ms, e.segment_bytes, e.num_threads, e.shm ? 1 : 0,
-                   e.shm_cma_bytes, e.check_calls ? 1 : 0, e.hang_warn_ms, e.unreachable_ms, e.hang_watch ? 1 : 0, e.bootstrap_timeout_ms, e.socket_ifname.c_str(),
+                   e.check_calls ? 1 : 0, e.hang_warn_ms, e.unreachable_ms, e.hang_watch ? 1 : 0, e.bootstrap_timeout_ms, e.socket_ifname.c_str(),
                    Name(e.wait));
     }
     return e;

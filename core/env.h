@@ -7,14 +7,6 @@
 //   WEFT_NUM_THREADS    host kernel thread pool size (0: hardware threads, at most 8)
 //   WEFT_SHM            1 (default): host ranks that share a node move data
 //                       through shared memory; 0: point-to-point only
-//   WEFT_SHM_CMA        from how many bytes (a call's largest buffer) the
-//                       shared-memory all_reduce, reduce_scatter, all_gather
-//                       and broadcast read peers' buffers straight out of their processes
-//                       (process_vm_readv, one copy) instead of staging them
-//                       through the segment round by round; 0: never.
-//                       1048576 (default). Used only where every rank of the
-//                       node may read every other's memory (probed); the
-//                       least value over the ranks holds.
 //   WEFT_CHECK_CALLS    1 (default): the MPI and UCX backends check before each
 //                       collective that every rank called the same one (kind,
 //                       dtype, count, op, root) and fail on every rank if not;
@@ -89,7 +81,6 @@ struct Env {
   size_t segment_bytes = 0;
   int num_threads = 0;
   bool shm = true;
-  size_t shm_cma_bytes = size_t{1} << 20;
   bool check_calls = true;
   int hang_warn_ms = 60000;
   int unreachable_ms = 20000;

@@ -53,7 +53,7 @@ absl::Status P2pComm::AttachSharedMemory(const ShmBootstrap& bootstrap) {
   // rank takes, so that none is left waiting.
   const char* spec = std::getenv("WEFT_HIER");
   const absl::StatusOr<HierTable> table = ParseHierTable(spec == nullptr ? "" : spec);
-  ASSIGN_OR_RETURN(shm_, NodeShm::Create(rank(), size(), round, options().shm_cma_bytes, bootstrap));
+  ASSIGN_OR_RETURN(shm_, NodeShm::Create(rank(), size(), round, bootstrap));
   RETURN_IF_ERROR(AttachWatch());
   if (shm_ != nullptr || size() == 1 || making_hierarchy) return table.status();
   return AttachHierarchy(table, spec == nullptr ? "" : spec);

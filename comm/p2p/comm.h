@@ -69,8 +69,6 @@ class P2pComm : public Communicator, public DirectReduce {
   P2pComm(int rank, int size, const CommOptions& options, bool oversubscribed, const Tuning& tuning = Tuning{});
   ~P2pComm() override;
   bool shared_memory() const { return shm_ != nullptr; }
-  // From how many bytes its shared-memory collectives take one copy (0: never).
-  size_t single_copy_bytes() const { return shm_ != nullptr ? shm_->cma_bytes() : 0; }
   // Where the ranks run (empty on one node), and the hierarchy of a
   // multi-node world (null: flat; topology.h says when).
   const Topology& topology() const { return topo_; }

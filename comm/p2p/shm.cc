@@ -9,13 +9,11 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "comm/p2p/cma.h"
 #include "comm/p2p/futex.h"
 #include "core/env.h"
 #include "core/reduce.h"
@@ -44,6 +42,12 @@ size_t PageAlign(size_t n) { return (n + kPage - 1) / kPage * kPage; }
 constexpr size_t kBuffers = 3;
 
 size_t Stride(size_t round_bytes) { return kControl + kBuffers * PageAlign(round_bytes); }
+
+// First element of chunk c of a round of n elements split over `size` ranks.
+size_t ChunkBegin(size_t n, int c, int size) {
+  const size_t units = (n + kChunkQuantum - 1) / kChunkQuantum;
+  return std::min(n, units * static_cast<size_t>(c) / static_cast<size_t>(size) * kChunkQuantum);
+}
 
 std::atomic_ref<uint64_t> Flag(void* region) { return std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(region)); }
 
@@ -86,13 +90,6 @@ std::atomic_ref<uint32_t> SleepersWord(void* region) {
 // that times out waiting for a peer checks whether that process still exists.
 std::atomic_ref<int64_t> PidWord(void* region) {
   return std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(static_cast<unsigned char*>(region) + 128));
-}
-
-// The single-copy path's words (shm_cma.cc), in the control page's sixth
-// cache line: {probe address, probe value}, written once at Create, then
-// {send buffer, receive buffer, failed call} per call.
-std::atomic_ref<uint64_t> CmaWord(void* region, size_t i) {
-  return std::atomic_ref<uint64_t>(reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(region) + 320)[i]);
 }
 
 // Each rank's progress (hang.h), in its control page's fourth cache line:
@@ -184,17 +181,12 @@ absl::StatusOr<void*> MapSegment(const char* name, size_t bytes) {
 
 }  // namespace
 
-size_t NodeShm::ChunkBegin(size_t n, int c, int size) {
-  const size_t units = (n + kChunkQuantum - 1) / kChunkQuantum;
-  return std::min(n, units * static_cast<size_t>(c) / static_cast<size_t>(size) * kChunkQuantum);
-}
-
 template <typename SrcFn>
 void NodeShm::Reduce(DataType t, RedOp op, SrcFn src, size_t n, void* out) {
   ReduceBlocked(t, op, size_, src, n, out);
 }
 
-absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(int rank, int size, size_t round_bytes, size_t cma_bytes,
+absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(int rank, int size, size_t round_bytes,
                                                          const ShmBootstrap& bootstrap) {
   if (size < 2 || !Env::Get().shm) return std::unique_ptr<NodeShm>();
   ASSIGN_OR_RETURN(const bool local, bootstrap.all_on_one_node());
@@ -221,11 +213,9 @@ absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(int rank, int size, siz
 
   // Use the segment only if every rank mapped it; after this all have
   // tried, so rank 0 can unlink the name.
-  if (base != nullptr) {  // the agreement below publishes these
-    unsigned char* mine = static_cast<unsigned char*>(base) + Stride(round_bytes) * static_cast<size_t>(rank);
-    PidWord(mine).store(getpid(), std::memory_order_relaxed);
-    CmaWord(mine, 0).store(reinterpret_cast<uintptr_t>(CmaProbeWord()), std::memory_order_relaxed);
-    CmaWord(mine, 1).store(*CmaProbeWord(), std::memory_order_relaxed);
+  if (base != nullptr) {
+    PidWord(static_cast<unsigned char*>(base) + Stride(round_bytes) * static_cast<size_t>(rank))
+        .store(getpid(), std::memory_order_relaxed);  // the agreement below publishes it
   }
   int ok = base != nullptr ? 1 : 0;
   absl::Status agreed = Annotate(bootstrap.all_min(&ok), "agreeing on the shared-memory segment");
@@ -239,45 +229,9 @@ absl::StatusOr<std::unique_ptr<NodeShm>> NodeShm::Create(int rank, int size, siz
     }
     return std::unique_ptr<NodeShm>();
   }
-  std::unique_ptr<NodeShm> shm(new NodeShm(rank, size, round_bytes, base, bytes));
-  ASSIGN_OR_RETURN(shm->cma_bytes_, shm->AgreeCma(cma_bytes, bootstrap));
-  Log(LogLevel::kInfo, "rank %d of %d: shared-memory collectives, %zu-byte rounds, single-copy reads %s", rank, size,
-      round_bytes, shm->cma_bytes_ == 0 ? std::string("off") : absl::StrFormat("from %zu bytes", shm->cma_bytes_));
-  return shm;
+  Log(LogLevel::kInfo, "rank %d of %d: shared-memory collectives, %zu-byte rounds", rank, size, round_bytes);
+  return std::unique_ptr<NodeShm>(new NodeShm(rank, size, round_bytes, base, bytes));
 }
-
-// Every rank reads every peer's probe (cma.h); the threshold is the least
-// over the ranks of `wanted`, 0 where a rank may not read a peer, so that
-// every rank takes the same path for every call.
-absl::StatusOr<size_t> NodeShm::AgreeCma(size_t wanted, const ShmBootstrap& bootstrap) const {
-  int threshold = static_cast<int>(std::min<size_t>(wanted, INT_MAX));
-  absl::Status why;
-  for (int q = 0; q < size_ && threshold > 0; ++q) {
-    if (q == rank_) continue;
-    uint64_t seen = 0;
-    const auto* at = reinterpret_cast<const void*>(CmaWord(Region(q), 0).load(std::memory_order_relaxed));
-    why = CmaRead(Pid(q), at, &seen, sizeof(seen));
-    if (why.ok() && seen != CmaWord(Region(q), 1).load(std::memory_order_relaxed)) {
-      why = SystemError("rank %d's process (pid %d) holds another value at its probe's address", q,
-                        static_cast<int>(Pid(q)));
-    }
-    if (!why.ok()) threshold = 0;
-  }
-  RETURN_IF_ERROR(Annotate(bootstrap.all_min(&threshold), "agreeing on single-copy reads"));
-  if (!why.ok()) {
-    Log(LogLevel::kInfo, "rank %d: no single-copy reads between the processes of this node (collectives stage "
-        "through shared memory): %s", rank_, why.message());
-  }
-  return static_cast<size_t>(threshold);
-}
-
-unsigned char* NodeShm::Region(int q) const {
-  return static_cast<unsigned char*>(base_) + Stride(round_bytes_) * static_cast<size_t>(q);
-}
-
-pid_t NodeShm::Pid(int q) const { return static_cast<pid_t>(PidWord(Region(q)).load(std::memory_order_relaxed)); }
-
-std::atomic_ref<uint64_t> NodeShm::CmaCallWord(int q, size_t i) const { return CmaWord(Region(q), 2 + i); }
 
 NodeShm::NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapped)
     : rank_(rank), size_(size), round_bytes_(round_bytes), base_(base), mapped_(mapped), check_(CheckCalls()) {}
@@ -285,7 +239,8 @@ NodeShm::NodeShm(int rank, int size, size_t round_bytes, void* base, size_t mapp
 NodeShm::~NodeShm() { munmap(base_, mapped_); }
 
 unsigned char* NodeShm::Buf(int q, uint64_t round) const {
-  return Region(q) + kControl + (round % kBuffers) * PageAlign(round_bytes_);
+  auto* region = static_cast<unsigned char*>(base_) + Stride(round_bytes_) * static_cast<size_t>(q);
+  return region + kControl + (round % kBuffers) * PageAlign(round_bytes_);
 }
 
 // A wait for rank q ended with `s`. A timeout whose peer's process no longer
@@ -330,13 +285,14 @@ absl::Status NodeShm::Meet(const Call& call, const Patience& w, absl::FunctionRe
 absl::Status NodeShm::Check(const Call& call, const Patience& w) { return Meet(call, w); }
 
 ProgressWords* NodeShm::ProgressOf(int q) const {
-  return ProgressPage(Region(q));
+  return ProgressPage(static_cast<unsigned char*>(base_) + Stride(round_bytes_) * static_cast<size_t>(q));
 }
 
 std::unique_ptr<Board> NodeShm::MakeBoard() const {
   std::vector<pid_t> pids(static_cast<size_t>(size_));
   for (int q = 0; q < size_; ++q) {
-    pids[static_cast<size_t>(q)] = Pid(q);
+    auto* region = static_cast<unsigned char*>(base_) + Stride(round_bytes_) * static_cast<size_t>(q);
+    pids[static_cast<size_t>(q)] = static_cast<pid_t>(PidWord(region).load(std::memory_order_relaxed));
   }
   return std::make_unique<ShmBoard>(*this, std::move(pids));
 }
@@ -378,7 +334,6 @@ absl::Status NodeShm::FlagBarrier(const Patience& w, absl::FunctionRef<void()> m
 absl::Status NodeShm::AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op,
                                 const Patience& w) {
   const size_t es = ElementSize(t);
-  if (SingleCopy(count * es)) return AllReduceCma(send, recv, count, t, op, w);
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
   return AllReduceRounds(
@@ -500,7 +455,6 @@ absl::Status NodeShm::AllReduceRounds(const Call& call, size_t count, DataType t
 absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
                                     const Patience& w) {
   const size_t es = ElementSize(t), nr = static_cast<size_t>(size_);
-  if (SingleCopy(recvcount * nr * es)) return ReduceScatterCma(send, recv, recvcount, t, op, w);
   const size_t per_round = std::max<size_t>(round_bytes_ / es / nr, 1);
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
@@ -525,7 +479,6 @@ absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcou
 
 absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, DataType t, const Patience& w) {
   const size_t es = ElementSize(t), per_round = std::max<size_t>(round_bytes_ / es, 1);
-  if (SingleCopy(sendcount * static_cast<size_t>(size_) * es)) return AllGatherCma(send, recv, sendcount, t, w);
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
   for (size_t off = 0; off < sendcount; off += per_round) {
@@ -549,7 +502,6 @@ absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, 
 absl::Status NodeShm::Broadcast(const void* send, void* recv, size_t count, DataType t, int root,
                                 const Patience& w) {
   const size_t bytes = count * ElementSize(t);
-  if (SingleCopy(bytes)) return BroadcastCma(send, recv, count, t, root, w);
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
   for (size_t off = 0; off < bytes; off += round_bytes_) {

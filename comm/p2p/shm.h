@@ -48,9 +48,6 @@
 #ifndef WEFT_COMM_P2P_SHM_H_
 #define WEFT_COMM_P2P_SHM_H_
 
-#include <sys/types.h>
-
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -89,20 +86,13 @@ class NodeShm {
   // not all on one node or the segment cannot be created on some rank (say
   // /dev/shm is full): the caller keeps using point-to-point. An error only
   // when the agreement itself fails.
-  // `cma_bytes`: from how many bytes this rank wants the single-copy path
-  // (0: never); every rank gets the least over the ranks, or 0 where some
-  // rank may not read another's memory.
-  static absl::StatusOr<std::unique_ptr<NodeShm>> Create(int rank, int size, size_t round_bytes, size_t cma_bytes,
+  static absl::StatusOr<std::unique_ptr<NodeShm>> Create(int rank, int size, size_t round_bytes,
                                                          const ShmBootstrap& bootstrap);
   ~NodeShm();
   NodeShm(const NodeShm&) = delete;
   NodeShm& operator=(const NodeShm&) = delete;
 
   size_t round_bytes() const { return round_bytes_; }
-  // From how many bytes (a call's largest buffer) all_reduce, reduce_scatter,
-  // all_gather and broadcast take the single-copy path (shm_cma.cc); 0: never.
-  size_t cma_bytes() const { return cma_bytes_; }
-  bool SingleCopy(size_t bytes) const { return cma_bytes_ != 0 && bytes >= cma_bytes_; }
 
   absl::Status AllReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, const Patience& w);
   // The same over a buffer that lies in pieces (DirectReduce::AllReducePieces):
@@ -143,36 +133,9 @@ class NodeShm {
   // compares every rank's (unless WEFT_CHECK_CALLS=0).
   absl::Status Meet(const Call& call, const Patience& w, absl::FunctionRef<void()> meanwhile);
   absl::Status Meet(const Call& call, const Patience& w) { return Meet(call, w, [] {}); }
-  // The single-copy collectives (shm_cma.cc): every rank reads what it
-  // needs straight out of its peers' buffers, the three barriers of a call
-  // (its check, after the reductions, at the end) its only meetings.
-  absl::Status AllReduceCma(const void* send, void* recv, size_t count, DataType t, RedOp op, const Patience& w);
-  absl::Status ReduceScatterCma(const void* send, void* recv, size_t recvcount, DataType t, RedOp op,
-                                const Patience& w);
-  absl::Status AllGatherCma(const void* send, void* recv, size_t sendcount, DataType t, const Patience& w);
-  absl::Status BroadcastCma(const void* send, void* recv, size_t count, DataType t, int root, const Patience& w);
-  // Publishes this rank's buffers and passes the call's first barrier.
-  absl::Status MeetCma(const Call& call, const void* send, const void* recv, const Patience& w);
-  // out[0..n) = op in rank order over every rank's send buffer at element
-  // `at` (this rank's from `send`, the others' read into scratch blocks).
-  absl::Status ReduceFromPeers(size_t at, const void* send, void* out, size_t n, DataType t, RedOp op);
-  // The last barrier of a call: after it no rank reads another's buffers,
-  // and every rank fails alike if any rank's reads failed (`mine`).
-  absl::Status EndCma(absl::Status mine, const Patience& w);
-  // The single-copy threshold every rank agrees on.
-  absl::StatusOr<size_t> AgreeCma(size_t wanted, const ShmBootstrap& bootstrap) const;
-  // Rank q's control region, its process id, and its per-call single-copy
-  // words {send buffer, receive buffer, failed call}.
-  unsigned char* Region(int q) const;
-  pid_t Pid(int q) const;
-  std::atomic_ref<uint64_t> CmaCallWord(int q, size_t i) const;
   // A wait for rank q (its control region) that ended with `s`: says so
   // when q's process has exited.
   absl::Status PeerGone(void* region, int q, const absl::Status& s) const;
-  // First element of chunk c of n elements split over `size` ranks, at a
-  // multiple of kChunkQuantum elements so that ranks reducing neighbouring
-  // chunks never write one cache line.
-  static size_t ChunkBegin(size_t n, int c, int size);
   // Rank q's staging buffer for round `round` (counted across calls).
   unsigned char* Buf(int q, uint64_t round) const;
   // The all-reduce of `count` elements: read(off, n, dst) stages logical
@@ -197,9 +160,6 @@ class NodeShm {
   uint64_t ready_calls_ = 0;  // AllReduceReady agreements, the same count on every rank
   const bool check_;  // WEFT_CHECK_CALLS
   uint64_t calls_ = 0;  // calls checked, the same count on every rank
-  size_t cma_bytes_ = 0;  // set once by Create
-  uint64_t cma_calls_ = 0;  // single-copy calls, the same count on every rank
-  std::vector<unsigned char> cma_scratch_;  // ReduceFromPeers' blocks, one per peer
 };
 
 }  // namespace p2p

@@ -77,54 +77,6 @@ TEST(World, SharedMemoryPathFollowsWeftShm) {
   EXPECT_EQ(dynamic_cast<const p2p::P2pComm&>(**node).shared_memory(), on && per_node > 1) << why;
 }
 
-// On one node the shared-memory all_reduce, reduce_scatter, all_gather and
-// broadcast read their peers' buffers in one copy from WEFT_SHM_CMA bytes up (1 MiB
-// unless set), which needs a kernel that lets a process read another of the
-// same user's memory (process_vm_readv): Linux without Yama, or Yama's
-// ptrace_scope 0 or 1, and no seccomp profile forbidding it. Where it does not,
-// the collectives stage through the segment and this test fails; WEFT_DEBUG=INFO
-// logs why.
-TEST(World, SingleCopyPathOnOneNode) {
-  auto comm = World();
-  ASSERT_NE(comm, nullptr);
-  const auto* p2p_comm = dynamic_cast<const p2p::P2pComm*>(comm.get());
-  ASSERT_NE(p2p_comm, nullptr);
-  if (!p2p_comm->shared_memory()) {
-    EXPECT_EQ(p2p_comm->single_copy_bytes(), 0u);
-    return;
-  }
-  const char* env = std::getenv("WEFT_SHM_CMA");
-  const size_t want = env != nullptr && *env != '\0' ? std::strtoull(env, nullptr, 10) : size_t{1} << 20;
-  EXPECT_EQ(p2p_comm->single_copy_bytes(), want) << "WEFT_SHM_CMA=" << (env ? env : "(unset)");
-}
-
-// The single-copy path for every size (shm_cma_bytes 1): every collective,
-// dtype and op at small counts, in place and not, and counts that take
-// several of its reduction blocks, exact against the reference as the
-// staged rounds are (elsewhere the same cases run point-to-point).
-TEST(World, SingleCopyCollectives) {
-  CommOptions options;
-  options.shm_cma_bytes = 1;
-  auto comm = World(options);
-  ASSERT_NE(comm, nullptr);
-  std::vector<Case> cases = CasesAtCounts(comm->size(), {1, 7, 1000});
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather, Coll::kBroadcast}) {
-    for (DataType t : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt8}) {
-      for (bool in_place : {false, true}) {
-        Case c;
-        c.coll = coll;
-        c.t = t;
-        c.op = t == DataType::kInt8 ? RedOp::kMax : RedOp::kSum;
-        c.count = 700001;  // several 512 KiB blocks of every element size, and an odd tail
-        c.in_place = in_place;
-        c.root = comm->size() - 1;
-        cases.push_back(c);
-      }
-    }
-  }
-  RunCases(*comm, cases);
-}
-
 TEST(World, CollectiveMatrix) {
   auto comm = World();
   ASSERT_NE(comm, nullptr);

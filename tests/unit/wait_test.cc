@@ -18,7 +18,6 @@
 #include "comm/p2p/backoff.h"
 #include "comm/p2p/futex.h"
 #include "comm/p2p/shm.h"
-#include "tests/unit/two_thread_shm.h"
 
 namespace weft {
 namespace p2p {
@@ -143,6 +142,34 @@ TEST(Futex, AWakeEndsTheSleepBeforeItsLimit) {
   waker.join();
 }
 
+// Two ranks of one process (threads) meeting through a real shared-memory
+// segment; the bootstrap's collectives are a thread barrier over one board.
+struct TwoThreadBootstrap {
+  std::barrier<> sync{2};
+  std::vector<unsigned char> board = std::vector<unsigned char>(256);
+  int mins[2] = {0, 0};
+
+  ShmBootstrap For(int rank) {
+    ShmBootstrap b;
+    b.all_on_one_node = [] { return absl::StatusOr<bool>(true); };
+    b.broadcast = [this, rank](void* bytes, size_t n) {
+      if (rank == 0) std::memcpy(board.data(), bytes, n);
+      sync.arrive_and_wait();
+      if (rank != 0) std::memcpy(bytes, board.data(), n);
+      sync.arrive_and_wait();
+      return absl::OkStatus();
+    };
+    b.all_min = [this, rank](int* v) {
+      mins[rank] = *v;
+      sync.arrive_and_wait();
+      *v = std::min(mins[0], mins[1]);
+      sync.arrive_and_wait();
+      return absl::OkStatus();
+    };
+    return b;
+  }
+};
+
 TEST(WaitPolicy, BlockedSharedMemoryBarrierSleepsUntilTheLatePeer) {
   TwoThreadBootstrap boot;
   std::unique_ptr<NodeShm> shm[2];
@@ -151,7 +178,7 @@ TEST(WaitPolicy, BlockedSharedMemoryBarrierSleepsUntilTheLatePeer) {
   std::thread ranks[2];
   for (int r = 0; r < 2; ++r) {
     ranks[r] = std::thread([&, r] {
-      absl::StatusOr<std::unique_ptr<NodeShm>> s = NodeShm::Create(r, 2, 64 << 10, 0, boot.For(r));
+      absl::StatusOr<std::unique_ptr<NodeShm>> s = NodeShm::Create(r, 2, 64 << 10, boot.For(r));
       if (!s.ok() || *s == nullptr) {
         status[r] = s.ok() ? absl::UnavailableError("no shared-memory segment") : s.status();
         boot.sync.arrive_and_drop();
