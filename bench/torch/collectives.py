@@ -10,8 +10,9 @@ backends taking turns of a few calls; a size's time is the median over the timed
 buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: the input), algbw = size / time, busbw
 = algbw x 2(n-1)/n for all-reduce and x (n-1)/n for the others; "time x" is the baseline's time over weft's.
 Then DDP training steps of torchvision's ResNet-50 (random data) over each backend, under no_sync, and with a
-comm hook that moves nothing ("no data": DDP's own share of the synchronisation), in alternating rounds: each
-one's step and its gradient synchronisation (step minus the no_sync step), medians, the slowest rank's
+comm hook that moves nothing ("no data": DDP's own share of the synchronisation), one step of each in turn:
+each one's step and its gradient synchronisation (step minus the no_sync step of the same turn), medians over
+the turns, the slowest rank's
 (--ddp-only: just those; --ddp-bucket-view: DDP's gradient_as_bucket_view=True). --device cuda puts the
 tensors on each rank's GPU and sets torch's nccl backend beside weft instead of gloo.
 Environment: WEFT_SOCKET_IFNAME=lo keeps weft's bootstrap on loopback.
@@ -157,12 +158,12 @@ def no_data_hook(state, bucket):
 
 
 def ddp_steps(args, world, rank, gloo, base, base_name):
-    """ResNet-50 DDP steps over weft and the baseline, in alternating rounds (the machine's load drifts), and the
-    same model's step under no_sync (forward, backward, optimizer: no communication at all) in each round; a
-    backend's gradient synchronisation is its step minus that. A third DDP has a comm hook that returns each
-    bucket at once ("no data": nothing moves): its synchronisation is DDP's own part (copying gradients into
-    buckets and back, its bookkeeping), which no backend can take away. Every figure is the median over rounds
-    of each round's median step, the slowest rank's."""
+    """ResNet-50 DDP steps over weft and the baseline, and the same model's step under no_sync (forward,
+    backward, optimizer: no communication at all), one step of each in turn; a backend's gradient
+    synchronisation is its step minus the no_sync step of the same turn. A third DDP has a comm hook that
+    returns each bucket at once ("no data": nothing moves): its synchronisation is DDP's own part (copying
+    gradients into buckets and back, its bookkeeping), which no backend can take away. Every figure is a
+    median over the turns, of the slowest rank's steps."""
     import torchvision
     from torch.nn.parallel import DistributedDataParallel as DDP
     x = torch.randn(args.ddp_batch, 3, args.ddp_image, args.ddp_image, device=args.device)
@@ -188,29 +189,52 @@ def ddp_steps(args, world, rank, gloo, base, base_name):
         steps[name] = step
         if "compute" not in steps:
             steps["compute"] = local
-    rounds = {name: [] for name in steps}
-    for _ in range(args.ddp_rounds):
-        for name, fn in steps.items():
-            rounds[name].append(timed(fn, args.ddp_steps, 2, gloo, args.device == "cuda"))
-    med = {name: statistics.median(v) for name, v in rounds.items()}
-    if rank == 0:
-        params = sum(p.numel() for p in torchvision.models.resnet50(weights=None).parameters())
-        print("\n# DDP step, torchvision resnet50 (%.1f M parameters, %.0f MB of float32 gradients), batch %d of "
-              "3x%dx%d per rank, %d ranks%s; median of %d rounds of %d steps; sync = step - compute (no_sync)" % (
-                  params / 1e6, params * 4 / 1e6, args.ddp_batch, args.ddp_image, args.ddp_image, world,
-                  ", gradient_as_bucket_view" if args.ddp_bucket_view else "", args.ddp_rounds, args.ddp_steps))
-        print("%10s %12s %12s   %s" % ("backend", "step (ms)", "sync (ms)", "rounds' steps (ms)"))
-        for name in ["compute", "no data", "weft", base_name]:
-            sync = "" if name == "compute" else "%12.1f" % ((med[name] - med["compute"]) * 1e3)
-            print("%10s %12.1f %12s   %s" % (name, med[name] * 1e3, sync,
-                                             " ".join("%.0f" % (t * 1e3) for t in rounds[name])))
-        ws, gs = med["weft"] - med["compute"], med[base_name] - med["compute"]
-        print("%10s %12.2f %12s" % ("weft/" + base_name, med["weft"] / med[base_name],
-                                    "%.2f" % (ws / gs) if gs > 0 else "n/a"), flush=True)
-        # Beyond DDP's own part: what the backends' all-reduces add to the step.
-        wc, gc = med["weft"] - med["no data"], med[base_name] - med["no data"]
-        print("%10s %12s %12s   (sync beyond DDP's own, %.1f and %.1f ms)" % (
-            "", "", "%.2f" % (wc / gc) if gc > 0 else "n/a", wc * 1e3, gc * 1e3), flush=True)
+    # One step of each in turn, the order reversed every other turn, so that the load's drift and its jumps
+    # between speeds (this VM's steps move by half from one second to the next) fall on every configuration
+    # alike; a backend's sync is then the median over turns of its step minus the no_sync step of the same turn.
+    cuda = args.device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    names = list(steps)
+    for fn in steps.values():
+        for _ in range(2):
+            fn()
+    sync()
+    dist.barrier(group=gloo)
+    samples = {name: [] for name in names}
+    for turn in range(args.ddp_steps):
+        for name in (names if turn % 2 == 0 else names[::-1]):
+            t0 = time.perf_counter()
+            steps[name]()
+            sync()
+            samples[name].append(time.perf_counter() - t0)
+    # The slowest rank's time of every step.
+    flat = torch.tensor([t for name in names for t in samples[name]], dtype=torch.float64)
+    dist.all_reduce(flat, op=dist.ReduceOp.MAX, group=gloo)
+    worst = {name: flat[i * args.ddp_steps:(i + 1) * args.ddp_steps].tolist() for i, name in enumerate(names)}
+    if rank != 0:
+        return
+
+    def paired(a, b):
+        """The median over turns of a's step minus b's."""
+        return statistics.median(x - y for x, y in zip(worst[a], worst[b]))
+    params = sum(p.numel() for p in torchvision.models.resnet50(weights=None).parameters())
+    print("\n# DDP step, torchvision resnet50 (%.1f M parameters, %.0f MB of float32 gradients), batch %d of "
+          "3x%dx%d per rank, %d ranks%s; %d steps of each in turn; sync = step - the no_sync step of the same "
+          "turn, median over turns" % (
+              params / 1e6, params * 4 / 1e6, args.ddp_batch, args.ddp_image, args.ddp_image, world,
+              ", gradient_as_bucket_view" if args.ddp_bucket_view else "", args.ddp_steps))
+    print("%10s %12s %12s   %s" % ("backend", "step (ms)", "sync (ms)", "steps (ms)"))
+    for name in ["compute", "no data", "weft", base_name]:
+        synced = "" if name == "compute" else "%12.1f" % (paired(name, "compute") * 1e3)
+        print("%10s %12.1f %12s   %s" % (name, statistics.median(worst[name]) * 1e3, synced,
+                                         " ".join("%.0f" % (t * 1e3) for t in worst[name])))
+    ws, gs = paired("weft", "compute"), paired(base_name, "compute")
+    print("%10s %12.2f %12s" % ("weft/" + base_name, statistics.median(worst["weft"]) /
+                                statistics.median(worst[base_name]), "%.2f" % (ws / gs) if gs > 0 else "n/a"))
+    # Beyond DDP's own part: what the backends' all-reduces add to the step.
+    wc, gc = paired("weft", "no data"), paired(base_name, "no data")
+    print("%10s %12s %12s   (sync beyond DDP's own, %.1f and %.1f ms)" % (
+        "", "", "%.2f" % (wc / gc) if gc > 0 else "n/a", wc * 1e3, gc * 1e3), flush=True)
 
 
 def main():
@@ -222,8 +246,8 @@ def main():
     p.add_argument("--no-ddp", action="store_true", help="skip the ResNet-50 DDP step")
     p.add_argument("--ddp-batch", type=int, default=4)
     p.add_argument("--ddp-image", type=int, default=112)
-    p.add_argument("--ddp-steps", type=int, default=5)
-    p.add_argument("--ddp-rounds", type=int, default=3)
+    p.add_argument("--ddp-steps", type=int, default=15,
+                   help="timed steps of each DDP configuration, one of each in turn")
     p.add_argument("--ddp-bucket-view", action="store_true",
                    help="DDP(gradient_as_bucket_view=True): gradients live in the buckets, no copies into them")
     p.add_argument("--ddp-only", action="store_true", help="only the DDP steps, not the collectives' sweep")
