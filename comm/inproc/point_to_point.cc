@@ -1,8 +1,8 @@
 // In-process sends and receives: a send copies its bytes into a message for
-// the receiver's mailbox and returns (it never waits, so ranks that all send
-// before they receive do not deadlock); a receive takes the oldest message
-// from that sender, checks that it carries the count and type the receiver
-// expects, and copies it out.
+// the receiver's mailbox of its tag and returns (it never waits, so ranks
+// that all send before they receive do not deadlock); a receive takes the
+// oldest message from that sender on its tag, checks that it carries the
+// count and type the receiver expects, and copies it out.
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -13,42 +13,42 @@
 namespace weft {
 namespace inproc {
 
-void World::Post(int from, int to, Message m) {
+void World::Post(int from, int to, int tag, Message m) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    mail_[{from, to}].push_back(std::move(m));
+    mail_[{to, tag, from}].push_back(std::move(m));
   }
   cv_.notify_all();
 }
 
-absl::StatusOr<World::Message> World::Take(int from, int to, int timeout_ms) {
+absl::StatusOr<World::Message> World::Take(int from, int to, int tag, int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  std::deque<Message>& box = mail_[{from, to}];  // map nodes stay put while others are added
+  std::deque<Message>& box = mail_[{to, tag, from}];  // map nodes stay put while others are added
   const bool got = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !box.empty() || aborted_; });
   if (aborted_) return Aborted("in-process world was aborted");
-  if (!got) return Timeout("rank %d waited %d ms for a message from rank %d", to, timeout_ms, from);
+  if (!got) return Timeout("rank %d waited %d ms for a message from rank %d on tag %d", to, timeout_ms, from, tag);
   Message m = std::move(box.front());
   box.pop_front();
   return m;
 }
 
-absl::Status InProcComm::DoSend(const void* send, size_t count, DataType t, int peer, void*) {
+absl::Status InProcComm::DoSend(const void* send, size_t count, DataType t, int peer, int tag, void*) {
   if (!broken_.ok()) return broken_;
   World::Message m;
   const auto* p = static_cast<const unsigned char*>(send);
   m.bytes.assign(p, p + count * ElementSize(t));
   m.count = count;
   m.t = t;
-  world_->Post(rank(), peer, std::move(m));
+  world_->Post(rank(), peer, tag, std::move(m));
   return absl::OkStatus();
 }
 
-absl::Status InProcComm::DoRecv(void* recv, size_t count, DataType t, int peer, void*) {
+absl::Status InProcComm::DoRecv(void* recv, size_t count, DataType t, int peer, int tag, void*) {
   if (!broken_.ok()) return broken_;
-  ASSIGN_OR_RETURN(World::Message m, world_->Take(peer, rank(), options().timeout_ms));
+  ASSIGN_OR_RETURN(World::Message m, world_->Take(peer, rank(), tag, options().timeout_ms));
   if (m.count != count || m.t != t) {
-    const absl::Status s = InvalidUsage("rank %d sent %zu %s, but rank %d receives %zu %s from it", peer, m.count,
-                                        Name(m.t), rank(), count, Name(t));
+    const absl::Status s = InvalidUsage("rank %d sent %zu %s, but rank %d receives %zu %s from it on tag %d", peer,
+                                        m.count, Name(m.t), rank(), count, Name(t), tag);
     broken_ = InvalidUsage("rank %d: this communicator is unusable after a receive failed (%s); destroy it", rank(),
                            s.message());
     return s;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/bootstrap/mpi_runtime.h"
+#include "comm/p2p/exchange.h"
 #include "core/status.h"
 
 namespace weft {
@@ -140,14 +141,17 @@ class Runner {
     }
     Slot& sl = slots_[slot];
     sl = {lane, step, true, t.from, t.to, t.recv_bytes};
+    const bool user = (t.tag & p2p::kUserTagBit) != 0;
+    const MPI_Comm comm = user ? w_.users : w_.comm;
+    const int tag = user ? t.tag & ~p2p::kUserTagBit : t.tag;
     CallLock lock;
     // The receive goes first so a rendezvous send from the peer matches at once.
     if (t.from >= 0) {
-      RETURN_IF_ERROR(CheckMpi(MPI_Irecv(t.recv, static_cast<int>(t.recv_bytes), MPI_BYTE, t.from, t.tag, w_.comm,
+      RETURN_IF_ERROR(CheckMpi(MPI_Irecv(t.recv, static_cast<int>(t.recv_bytes), MPI_BYTE, t.from, tag, comm,
                                          &reqs_[2 * slot]), "MPI_Irecv", t.from));
     }
     if (t.to >= 0) {
-      RETURN_IF_ERROR(CheckMpi(MPI_Isend(t.send, static_cast<int>(t.send_bytes), MPI_BYTE, t.to, t.tag, w_.comm,
+      RETURN_IF_ERROR(CheckMpi(MPI_Isend(t.send, static_cast<int>(t.send_bytes), MPI_BYTE, t.to, tag, comm,
                                          &reqs_[2 * slot + 1]), "MPI_Isend", t.to));
     }
     return absl::OkStatus();
@@ -199,13 +203,13 @@ class Runner {
 
 absl::Status RunPipeline(Schedule& s, int window, const WaitSpec& w) { return Runner(s, window, w).Run(); }
 
-p2p::Outbox::Wire SendWire(MPI_Comm comm) {
+p2p::Outbox::Wire SendWire(MPI_Comm users) {
   p2p::Outbox::Wire w;
-  w.post = [comm](const void* data, size_t bytes, int peer, int tag) -> absl::StatusOr<void*> {
+  w.post = [users](const void* data, size_t bytes, int peer, int tag) -> absl::StatusOr<void*> {
     auto req = std::make_unique<MPI_Request>(MPI_REQUEST_NULL);
     CallLock lock;
-    RETURN_IF_ERROR(CheckMpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, req.get()),
-                             "MPI_Isend", peer));
+    RETURN_IF_ERROR(CheckMpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag & ~p2p::kUserTagBit, users,
+                                       req.get()), "MPI_Isend", peer));
     return req.release();
   };
   w.test = [](void* handle) -> absl::StatusOr<bool> {

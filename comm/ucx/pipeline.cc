@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "comm/p2p/exchange.h"
 #include "core/status.h"
 
 namespace weft {
@@ -12,6 +13,12 @@ namespace ucx {
 namespace {
 
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
+
+// Users' point-to-point tags live above kUserTagBit within the schedule's
+// field; every collective's tag (a lane, a slot, a step) is below the rank
+// count or the window, so below the bit too.
+static_assert(p2p::kUserTagBit + kMaxTag < (1 << kTagBits), "user tags fit the schedule's tag field");
+static_assert(kMaxRanks <= p2p::kUserTagBit, "a collective's lane tags stay below the users' tags");
 
 ucp_tag_t MakeTag(uint32_t id, int sender, int tag) {
   return (ucp_tag_t{id} << (kRankBits + kTagBits)) | (ucp_tag_t(static_cast<uint32_t>(sender)) << kTagBits) |

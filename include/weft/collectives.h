@@ -62,6 +62,27 @@ weftResult_t weftSend(const void* sendbuf, size_t count, weftDataType_t dtype, i
                       void* stream);
 weftResult_t weftRecv(void* recvbuf, size_t count, weftDataType_t dtype, int peer, weftComm_t comm, void* stream);
 
+/* Tags, as MPI's: a tag is in [0, WEFT_TAG_MAX], the range every MPI
+ * guarantees (MPI_TAG_UB >= 32767). */
+#define WEFT_TAG_MAX 32767
+
+/* Point-to-point with a tag. A message sent with weftSendTagged on `tag`
+ * matches only a receive of the same tag from this rank (weftRecvTagged, or
+ * weftRecvAnySource). Between two ranks the messages of one tag match in
+ * the order each issued them; messages of different tags are independent, so
+ * a receive may take a message sent after one of another tag, and a send
+ * never waits behind a message of another tag. Tag 0 is weftSend/weftRecv:
+ * weftSend(b, n, t, p, comm, s) is weftSendTagged(b, n, t, p, 0, comm, s).
+ * A tag outside [0, WEFT_TAG_MAX] is weftInvalidArgument naming it.
+ * Everything else is as for weftSend/weftRecv: the argument checks, eager
+ * sends on host memory, streams, groups, the timeout.
+ *  - CUDA memory (NCCL): NCCL has no tags; a tag other than 0 is
+ *    weftUnsupported (weft does not drop it silently). */
+weftResult_t weftSendTagged(const void* sendbuf, size_t count, weftDataType_t dtype, int peer, int tag,
+                            weftComm_t comm, void* stream);
+weftResult_t weftRecvTagged(void* recvbuf, size_t count, weftDataType_t dtype, int peer, int tag, weftComm_t comm,
+                            void* stream);
+
 /* recvbuf[i] on root = op over ranks of sendbuf[i], for i < count; recvbuf is
  * only written (and read) on root and may be NULL elsewhere. In place on root
  * when sendbuf == recvbuf. Host memory: the same inputs give the same bits on

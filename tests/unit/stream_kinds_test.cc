@@ -77,6 +77,14 @@ TEST_F(StreamKinds, CollectivesTakeNullOrAHostStream) {
   RefusedThenWorks("weftRecv", [&](void* s) { return weftRecv(b.data(), 8, weftFloat32, 0, comm_, s); },
                    &not_a_stream_, nullptr);
   EXPECT_EQ(b[0], 1.0f);
+  RefusedThenWorks("weftSendTagged",
+                   [&](void* s) { return weftSendTagged(a.data(), 8, weftFloat32, 0, 9, comm_, s); }, &not_a_stream_,
+                   nullptr);
+  b.assign(8, -1.0f);
+  RefusedThenWorks("weftRecvTagged",
+                   [&](void* s) { return weftRecvTagged(b.data(), 8, weftFloat32, 0, 9, comm_, s); }, &not_a_stream_,
+                   nullptr);
+  EXPECT_EQ(b[0], 1.0f);
 }
 
 TEST_F(StreamKinds, KernelsAndPlansTakeNullOrAHostStream) {
