@@ -3,6 +3,7 @@
     comm = weft.init()                    # mpirun: MPI_COMM_WORLD; alone: one rank
     comm.all_reduce(grad, op="avg")       # in place, torch tensor or numpy array
     comm.broadcast(param, root=0)
+    comm.send(x, peer=1, tag=7)           # matched by comm.recv(y, peer=0, tag=7) on rank 1
 
     comm = weft.init(backend="nccl")      # CUDA memory over NCCL (or weft.init(device=local_rank))
     comm.all_reduce(cuda_grad, op="avg")  # enqueued on torch's current stream
@@ -27,6 +28,7 @@ from . import _lib
 from ._tensors import MEMORY_KINDS, describe, keep_alive, op_code, stream_handle
 
 BACKENDS = {"auto": 0, "inprocess": 1, "mpi": 2, "nccl": 3, "ucx": 4}
+TAG_MAX = 32767  # WEFT_TAG_MAX: point-to-point tags are in [0, TAG_MAX]
 # weftWaitPolicy_t (weft/comm.h): how the host backends wait for peers.
 # "default" is $WEFT_WAIT, else "block", or "yield" on a node that runs more
 # ranks than it has cores. The in-process backend and NCCL ignore it.
@@ -117,6 +119,20 @@ class Communicator:
                              "of the output's type %d" % (n, t, self.size, m, u))
         _lib.call("weftReduceScatter", src, dst, m, t, op_code(op), self.handle, s)
         return output
+
+    def send(self, tensor, peer, tag=0, stream=None):
+        """Sends tensor to rank `peer` on `tag` (0..TAG_MAX), as weftSendTagged: it matches a recv of that tag
+        from this rank, in order among that tag's messages. Host memory: returns (or completes on the stream)
+        once the data is copied, without waiting for the receiver."""
+        (p, n, t), _, s = self._args(tensor, tensor, stream)
+        _lib.call("weftSendTagged", p, n, t, peer, tag, self.handle, s)
+
+    def recv(self, tensor, peer, tag=0, stream=None):
+        """Receives into tensor the next message of `tag` from rank `peer`, as weftRecvTagged; count and dtype
+        must be the send's. Returns the sender's rank."""
+        (p, n, t), _, s = self._args(tensor, tensor, stream)
+        _lib.call("weftRecvTagged", p, n, t, peer, tag, self.handle, s)
+        return peer
 
     def async_error(self):
         """Raises the first error of asynchronous work on this communicator (a NCCL kernel, a host
