@@ -139,7 +139,7 @@ class WeftBackend : public c10d::Backend {
   // Host work, once its collectives are enqueued: completes on its stream.
   void Finish(const c10::intrusive_ptr<WeftWork>& work);
   CudaOrder& Order(int device);
-  void CheckP2p(const char* op, int peer, int tag);
+  void CheckP2p(const char* op, const at::Tensor& t, int peer, int tag);
   weftResult_t EndGroup(WeftWork& work);
   void AbandonGroup();
 

@@ -192,11 +192,15 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall(std::vector<at::Tensor>& ou
   return op.Issue(outputs);
 }
 
-// Point-to-point: weft has no tags, so only torch's default tag 0 is taken.
+// Point-to-point: torch's tag is weft's. On CUDA tensors NCCL has no tags:
+// torch's own NCCL backend ignores one, weft refuses it rather than match
+// by order, before the group's CUDA communicator would be made for it.
 // Inside a coalesced group (batch_isend_irecv) they join its weft group.
-void WeftBackend::CheckP2p(const char* op, int peer, int tag) {
-  TORCH_CHECK_VALUE(tag == 0, "weft: ", op, ": tag ", tag, "; weft matches sends and receives by order, not by tag "
-                    "(use tag 0)");
+void WeftBackend::CheckP2p(const char* op, const at::Tensor& t, int peer, int tag) {
+  TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_MAX, "weft: ", op, ": tag ", tag, " is outside [0, ", WEFT_TAG_MAX,
+                    "] (WEFT_TAG_MAX)");
+  TORCH_CHECK_VALUE(tag == 0 || !t.device().is_cuda(), "weft: ", op, ": tag ", tag, " on a CUDA tensor: NCCL has no "
+                    "tags, so CUDA tensors take tag 0 (or use CPU tensors)");
   TORCH_CHECK_VALUE(peer >= 0 && peer < getSize(), "weft: ", op, ": peer ", peer, " is outside the group of ", getSize());
 }
 
@@ -206,11 +210,13 @@ void WeftBackend::CheckP2p(const char* op, int peer, int tag) {
 c10::intrusive_ptr<c10d::Work> WeftBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   try {
     const at::Tensor& t = One("send", tensors);
-    CheckP2p("send", dst, tag);
+    CheckP2p("send", t, dst, tag);
     Op op(*this, "send", c10d::OpType::SEND, t);
     const weftDataType_t dt = WeftType(op.name(), t);
     at::Tensor in = op.In(t);
-    op.Call([in, dt, dst](weftComm_t c, void* s) { return weftSend(in.data_ptr(), Count(in), dt, dst, c, s); });
+    op.Call([in, dt, dst, tag](weftComm_t c, void* s) {
+      return weftSendTagged(in.data_ptr(), Count(in), dt, dst, tag, c, s);
+    });
     return op.Issue(tensors);
   } catch (...) {
     if (coalescing_) AbandonGroup();
@@ -221,11 +227,13 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::send(std::vector<at::Tensor>& tensor
 c10::intrusive_ptr<c10d::Work> WeftBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   try {
     const at::Tensor& t = One("recv", tensors);
-    CheckP2p("recv", src, tag);
+    CheckP2p("recv", t, src, tag);
     Op op(*this, "recv", c10d::OpType::RECV, t);
     const weftDataType_t dt = WeftType(op.name(), t);
     at::Tensor out = op.Out(t, /*read=*/false);
-    op.Call([out, dt, src](weftComm_t c, void* s) { return weftRecv(out.data_ptr(), Count(out), dt, src, c, s); });
+    op.Call([out, dt, src, tag](weftComm_t c, void* s) {
+      return weftRecvTagged(out.data_ptr(), Count(out), dt, src, tag, c, s);
+    });
     return op.Issue(tensors);
   } catch (...) {
     if (coalescing_) AbandonGroup();

@@ -89,14 +89,15 @@ SUBSET = [
     "test_all_reduce_full_group_product", "test_all_reduce_complex_unsupported_ops",
     "test_all_gather", "test_all_gather_complex", "test_gather", "test_gather_checks",
     "test_scatter", "test_scatter_checks", "test_scatter_complex",
-    "test_send_recv", "test_isend", "test_irecv",
+    "test_send_recv", "test_isend", "test_irecv", "test_send_recv_with_tag",
     "test_barrier", "test_barrier_full_group", "test_destroy_group", "test_get_rank_size_group",
     "test_DistributedDataParallelCPU", "test_DistributedDataParallelCPU_grad_is_view",
     "test_DistributedDataParallel_requires_grad", "test_ddp_create_graph", "test_static_graph_api_cpu",
     "test_SyncBatchNorm_process_group",
 ]
 SUBSET_AS_GLOO = [
-    "test_batch_isend_irecv_gloo", "test_all_reduce_coalesced_sum", "test_all_reduce_coalesced_full_group_max",
+    "test_batch_isend_irecv_gloo", "test_batch_isend_irecv_gloo_tags",
+    "test_all_reduce_coalesced_sum", "test_all_reduce_coalesced_full_group_max",
     "test_all_gather_object_default_pg", "test_all_gather_object_subgroup", "test_scatter_object_list",
     "test_get_future", "test_grads_same_across_ranks_with_no_sync",
     "test_barrier_timeout_global", "test_barrier_timeout_full_group",
