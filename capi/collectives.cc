@@ -80,6 +80,14 @@ WEFT_API weftResult_t weftRecvTagged(void* recvbuf, size_t count, weftDataType_t
   });
 }
 
+WEFT_API weftResult_t weftRecvAnySource(void* recvbuf, size_t count, weftDataType_t dtype, int tag, int* source,
+                                        weftComm_t comm, void* stream) {
+  return Guard("weftRecvAnySource", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->RecvAnySource(recvbuf, count, T(dtype), tag, source, stream);
+  });
+}
+
 WEFT_API weftResult_t weftReduce(const void* sendbuf, void* recvbuf, size_t count, weftDataType_t dtype,
                                  weftRedOp_t op, int root, weftComm_t comm, void* stream) {
   return Guard("weftReduce", [&]() -> absl::Status {

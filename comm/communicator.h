@@ -56,6 +56,8 @@ CommOptions ResolveOptions(CommOptions o);
 
 // Point-to-point tags are in [0, kMaxTag] (weft/collectives.h's WEFT_TAG_MAX).
 inline constexpr int kMaxTag = 32767;
+// DoRecv's peer for a receive from any rank (weftRecvAnySource).
+inline constexpr int kAnySource = -2;
 
 // A device backend's group calls (NCCL's ncclGroupStart / ncclGroupEnd),
 // registered from its static initializer, so that Communicator::GroupStart
@@ -104,6 +106,9 @@ class Communicator {
   }
   absl::Status SendTagged(const void* send, size_t count, DataType t, int peer, int tag, void* stream);
   absl::Status RecvTagged(void* recv, size_t count, DataType t, int peer, int tag, void* stream);
+  // From any rank; *source (may be null) is -1 until the receive completes,
+  // then the sender's rank (weftRecvAnySource).
+  absl::Status RecvAnySource(void* recv, size_t count, DataType t, int tag, int* source, void* stream);
   absl::Status Reduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void* stream);
   absl::Status Gather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream);
   absl::Status Scatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void* stream);
@@ -142,13 +147,16 @@ class Communicator {
   virtual absl::Status DoBarrier() = 0;
   // The point-to-point and rooted hooks. Host backends: DoSend must not wait
   // for the receiver; a send matches only a receive of its tag, and the
-  // messages of one tag between two ranks match in order. The defaults
-  // refuse (Unsupported, naming the backend).
+  // messages of one tag between two ranks match in order. DoRecv's peer may
+  // be kAnySource: then the first message of the tag from any rank, whose
+  // sender goes to *source (when not null). The defaults refuse
+  // (Unsupported, naming the backend).
   virtual absl::Status DoSend(const void* send, size_t count, DataType t, int peer, int tag, void* stream);
-  virtual absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, int tag, void* stream);
-  // Why this backend matches point-to-point messages by order alone (it has
-  // no tags), or nullptr where it matches them by tag. The entry points
-  // refuse a tag other than 0 with it before anything is issued.
+  virtual absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, int tag, int* source, void* stream);
+  // Why this backend matches point-to-point messages by order alone (no
+  // tags, no receive from any source), or nullptr where it matches them by
+  // tag. The entry points refuse a tag other than 0, and any source, with it
+  // before anything is issued.
   virtual const char* TagsUnsupported() const { return nullptr; }
   virtual absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                                 void* stream);

@@ -102,7 +102,8 @@ absl::Status NcclComm::DoSend(const void* send, size_t count, DataType t, int pe
   return Check(ncclSend(send, count, ToNccl(t), peer, comm_.load(), static_cast<cudaStream_t>(stream)), "ncclSend");
 }
 
-absl::Status NcclComm::DoRecv(void* recv, size_t count, DataType t, int peer, int /*tag: 0*/, void* stream) {
+absl::Status NcclComm::DoRecv(void* recv, size_t count, DataType t, int peer, int /*tag: 0*/, int* /*null*/,
+                              void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclRecv");
   return Check(ncclRecv(recv, count, ToNccl(t), peer, comm_.load(), static_cast<cudaStream_t>(stream)), "ncclRecv");
 }

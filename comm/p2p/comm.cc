@@ -294,17 +294,26 @@ absl::Status P2pComm::DoSend(const void* send, size_t count, DataType t, int pee
   return outbox_->Send(send, count * ElementSize(t), peer, UserTag(tag));
 }
 
-absl::Status P2pComm::DoRecv(void* recv, size_t count, DataType t, int peer, int tag, void*) {
+// From any rank, the first message names the sender (the header, or the
+// data's first message without WEFT_CHECK_CALLS), and the rest of the send
+// comes from it: a sender's messages of one tag arrive in its order.
+absl::Status P2pComm::DoRecv(void* recv, size_t count, DataType t, int peer, int tag, int* source, void*) {
   RETURN_IF_ERROR(Usable());
   // A wait's report (hang.h) speaks of collectives: say which message this one waits for.
-  const std::string what = absl::StrFormat("from rank %d on tag %d", peer, tag);
+  const std::string what = peer == kAnySource ? absl::StrFormat("from any rank on tag %d", tag)
+                                              : absl::StrFormat("from rank %d on tag %d", peer, tag);
+  int from = peer;
   if (check_) {
-    const Call want = Stamp(MakeCall(CallKind::kSend, t, count), received_[{peer, tag}]++);
     Call got;
-    RETURN_IF_ERROR(Annotate(p2p::Receive(MakeEngine(), got.words, sizeof(got.words), peer, tag, EagerBytes()), what));
-    RETURN_IF_ERROR(Settle(CheckMessage(rank(), peer, tag, want, got)));
+    RETURN_IF_ERROR(
+        Annotate(p2p::Receive(MakeEngine(), got.words, sizeof(got.words), peer, tag, EagerBytes(), &from), what));
+    const Call want = Stamp(MakeCall(CallKind::kSend, t, count), received_[{from, tag}]++);
+    RETURN_IF_ERROR(Settle(CheckMessage(rank(), from, tag, want, got)));
   }
-  return Annotate(p2p::Receive(MakeEngine(), recv, count * ElementSize(t), peer, tag, EagerBytes()), what);
+  RETURN_IF_ERROR(
+      Annotate(p2p::Receive(MakeEngine(), recv, count * ElementSize(t), from, tag, EagerBytes(), &from), what));
+  if (source != nullptr) *source = from;
+  return absl::OkStatus();
 }
 
 absl::Status P2pComm::DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void*) {

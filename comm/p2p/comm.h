@@ -99,7 +99,7 @@ class P2pComm : public Communicator, public DirectReduce {
   // Sends are eager (outbox.h); the rest are exchange.h's schedules, on one
   // node too (they move each byte once, as the shared-memory rounds would).
   absl::Status DoSend(const void* send, size_t count, DataType t, int peer, int tag, void* stream) override;
-  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, int tag, void* stream) override;
+  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, int tag, int* source, void* stream) override;
   absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                         void* stream) override;
   absl::Status DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream) override;

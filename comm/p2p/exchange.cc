@@ -21,7 +21,9 @@ std::pair<size_t, size_t> SegmentOf(size_t bytes, size_t seg, int s) {
   return {off, off < bytes ? std::min(seg, bytes - off) : 0};
 }
 
-// One lane, one message per step, all from one peer on one user tag.
+// One lane, one message per step, all from one peer on one user tag. From
+// any rank: the engine writes the first message's sender to from_, which
+// the later steps then name.
 class ReceiveSchedule final : public Schedule {
  public:
   ReceiveSchedule(void* recv, size_t bytes, int from, int tag, size_t message_bytes)
@@ -32,12 +34,14 @@ class ReceiveSchedule final : public Schedule {
     const auto [off, len] = SegmentOf(bytes_, seg_, step);
     Transfer x;
     x.from = from_;
+    if (from_ == kAnySource) x.source = &from_;
     x.recv = recv_ + off;
     x.recv_bytes = len;
     x.tag = tag_;
     return x;
   }
   void Complete(size_t, int, int) override {}
+  int from() const { return from_; }
 
  private:
   unsigned char* recv_;
@@ -178,10 +182,13 @@ absl::Status Reduce(const Engine& e, const void* send, void* recv, size_t count,
   return RunExchange(e, std::move(blocks));
 }
 
-absl::Status Receive(const Engine& e, void* recv, size_t bytes, int from, int tag, size_t message_bytes) {
+absl::Status Receive(const Engine& e, void* recv, size_t bytes, int from, int tag, size_t message_bytes,
+                     int* source) {
   if (bytes == 0) return absl::OkStatus();
   ReceiveSchedule s(recv, bytes, from, tag, message_bytes);
-  return e.run(s, 1);
+  RETURN_IF_ERROR(e.run(s, 1));
+  if (source != nullptr) *source = s.from();
+  return absl::OkStatus();
 }
 
 }  // namespace p2p

@@ -78,7 +78,10 @@ absl::Status Reduce(const Engine& e, const void* send, void* recv, size_t count,
 // The receiving end of an eager send of `bytes` from `from` on the user's
 // `tag`, which the sender cut into messages of at most `message_bytes`
 // (Outbox): they are received one after another, in order, on UserTag(tag).
-absl::Status Receive(const Engine& e, void* recv, size_t bytes, int from, int tag, size_t message_bytes);
+// `from` kAnySource: the first message from any rank, the rest from its
+// sender. The sender goes to *source (when not null) once all are in.
+absl::Status Receive(const Engine& e, void* recv, size_t bytes, int from, int tag, size_t message_bytes,
+                     int* source = nullptr);
 
 }  // namespace p2p
 }  // namespace weft

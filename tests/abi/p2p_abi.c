@@ -1,8 +1,9 @@
 /* Tagged point-to-point through the C ABI from C99: three in-process ranks,
  * one thread each, send to the next rank on several tags and take the
  * messages in another order, alone, inside a group with the receives first,
- * and on a host stream; bad tags are refused naming the tag, and the thread's
- * last error is the failing call's. */
+ * and on a host stream; rank 0 receives from any source, blocking and on a
+ * stream, and learns each sender; bad tags are refused naming the tag, and
+ * the thread's last error is the failing call's. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +39,45 @@ static int holds(const int* buf, int from, int tag) {
     if (buf[i] != from * 1000000 + tag * 1000 + i % 1000) return 0;
   }
   return 1;
+}
+
+/* Every rank sends to rank 0 on tags 40 and 41; rank 0 takes tag 41 from
+ * any source blocking, then tag 40 from any source on a stream. */
+static void any_source(int rank) {
+  static int out[kRanks][2][kCount], in[2][kRanks][kCount];
+  weftComm_t c = comms[rank];
+  weftStream_t s = NULL;
+  int sources[2][kRanks], seen[2][kRanks], k, i, q;
+  for (k = 0; k < 2; ++k) {
+    fill(out[rank][k], rank, 40 + k);
+    EXPECT(weftSendTagged(out[rank][k], kCount, weftInt32, 0, 40 + k, c, NULL) == weftSuccess);
+  }
+  if (rank != 0) return;
+  for (i = 0; i < kRanks; ++i) {
+    EXPECT(weftRecvAnySource(in[1][i], kCount, weftInt32, 41, &sources[1][i], c, NULL) == weftSuccess);
+  }
+  EXPECT(weftStreamCreate(&s) == weftSuccess);
+  for (i = 0; i < kRanks; ++i) {
+    EXPECT(weftRecvAnySource(in[0][i], kCount, weftInt32, 40, &sources[0][i], c, s) == weftSuccess);
+  }
+  EXPECT(weftStreamSynchronize(s) == weftSuccess);
+  EXPECT(weftStreamDestroy(s) == weftSuccess);
+  memset(seen, 0, sizeof(seen));
+  for (k = 0; k < 2; ++k) {
+    for (i = 0; i < kRanks; ++i) {
+      q = sources[k][i];
+      EXPECT(q >= 0 && q < kRanks);
+      if (q < 0 || q >= kRanks) continue;
+      ++seen[k][q];
+      EXPECT(holds(in[k][i], q, 40 + k));
+    }
+    for (q = 0; q < kRanks; ++q) EXPECT(seen[k][q] == 1);
+  }
+  q = 5;
+  EXPECT(weftRecvAnySource(in[0][0], 4, weftInt32, -2, &q, c, NULL) == weftInvalidArgument);
+  EXPECT(strstr(weftGetLastError(), "weftRecvAnySource") != NULL && strstr(weftGetLastError(), "tag = -2") != NULL);
+  EXPECT(q == 5); /* a refused call changes nothing */
+  EXPECT(weftRecvAnySource(NULL, 0, weftInt32, 40, &q, c, NULL) == weftSuccess && q == -1);
 }
 
 static void* rank_main(void* arg) {
@@ -87,6 +127,7 @@ static void* rank_main(void* arg) {
   EXPECT(weftSendTagged(out[rank][0], 4, weftInt32, kRanks, 1, c, NULL) == weftInvalidArgument);
   EXPECT(strstr(weftGetLastError(), "peer = 3") != NULL);
   EXPECT(weftRecvTagged(NULL, 0, weftInt32, prev, 7, c, NULL) == weftSuccess); /* count 0 matches nothing */
+  any_source(rank);
   return NULL;
 }
 

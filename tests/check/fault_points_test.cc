@@ -1,9 +1,9 @@
 // WEFT_FAULT at the entry points beyond the collectives weft-check times:
-// send, recv, gather, scatter, all_to_all, tagged send and recv, and the
-// direct-buffer reductions (all_reduce_pieces, all_reduce_ready). Four
-// in-process ranks make these nine calls in this order, each rank checking
-// what it got against what the fault in WEFT_FAULT (set by meson, one fault
-// per test) must do:
+// send, recv, gather, scatter, all_to_all, a tagged send and a receive from
+// any source, and the direct-buffer reductions (all_reduce_pieces,
+// all_reduce_ready). Four in-process ranks make these nine calls in this
+// order, each rank checking what it got against what the fault in
+// WEFT_FAULT (set by meson, one fault per test) must do:
 //   flip:R     R's output of each call that writes on R has exactly one
 //              wrong element, and nobody else's has any;
 //   corrupt:R  the reductions hold R's contribution doubled on every rank;
@@ -103,11 +103,12 @@ std::vector<Step> Steps(int gather_root, int scatter_root) {
                  *wrong = 0;
                  return c.SendTagged(out.data(), kCount, DataType::kFloat32, (c.rank() + 1) % kRanks, 9, nullptr);
                }});
-  s.push_back({"recv_tagged", [](Communicator& c, int, long long* wrong) {
-                 const int from = (c.rank() + kRanks - 1) % kRanks;
+  s.push_back({"recv_any_source", [](Communicator& c, int, long long* wrong) {
+                 const int from = (c.rank() + kRanks - 1) % kRanks;  // the one rank that sends it a tag 9
                  std::vector<float> in(kCount, -1.0f);
-                 const absl::Status st = c.RecvTagged(in.data(), kCount, DataType::kFloat32, from, 9, nullptr);
-                 *wrong = Compare(in, [&](size_t j) { return Value(from, j); });
+                 int source = -1;
+                 const absl::Status st = c.RecvAnySource(in.data(), kCount, DataType::kFloat32, 9, &source, nullptr);
+                 *wrong = Compare(in, [&](size_t j) { return Value(from, j); }) + (st.ok() && source != from);
                  return st;
                }});
   s.push_back({"all_reduce_pieces", [](Communicator& c, int doubled, long long* wrong) {

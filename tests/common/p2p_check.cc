@@ -237,6 +237,13 @@ std::string CheckRecvTimeout(Communicator& comm) {
     err += "\n  a lone recv returned " + s.ToString() + ", expected DEADLINE_EXCEEDED naming recv";
   }
   if (waited > comm.options().timeout_ms + 10000) err += absl::StrCat("\n  the timeout took ", waited, " ms");
+  // From any rank: the same timeout, naming what it waited for; no source.
+  int source = 9;
+  const absl::Status any = comm.RecvAnySource(&x, 1, DataType::kFloat32, 3, &source, nullptr);
+  if (!absl::IsDeadlineExceeded(any) || !absl::StrContains(any.message(), "any rank on tag 3") || source != -1) {
+    err += absl::StrCat("\n  a lone recv from any source returned ", any.ToString(), " and source ", source,
+                        ", expected DEADLINE_EXCEEDED naming any rank and tag 3, and source -1");
+  }
   return Finish("recv timeout", r, err);
 }
 

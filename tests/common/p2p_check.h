@@ -52,8 +52,9 @@ std::string CheckGroups(Communicator& comm, uint64_t seed);
 // blocking and on a host stream, plus one large block per rank.
 std::string CheckAllToAllv(Communicator& comm, uint64_t seed);
 
-// The last rank receives from rank 0, which sends nothing: Timeout naming
-// the peer within the communicator's (short) timeout. Other ranks do nothing.
+// The last rank receives from rank 0, which sends nothing, then from any
+// rank: Timeout naming the peer (or any rank) within the communicator's
+// (short) timeout, and no source reported. Other ranks do nothing.
 std::string CheckRecvTimeout(Communicator& comm);
 
 }  // namespace testing

@@ -172,7 +172,150 @@ std::string TagRange(Communicator& comm, uint64_t seed) {
   return err + SendThenTake(comm, seed, comm.rank(), comm.rank(), {top}, {0});
 }
 
+// Rank q sends `m` with id m.id + q to rank 0: the message of q in a piece
+// of the any-source checks.
+Msg Of(const Msg& m, int q) { return {m.id + q, m.tag, m.t, m.count}; }
+
+// A receive from any source: its buffer, poisoned, and the sender it reports.
+struct AnyInbox {
+  absl::Status Recv(Communicator& comm, const Msg& m, void* stream = nullptr) {
+    buf.assign(m.count * ElementSize(m.t), kPoison);
+    return comm.RecvAnySource(buf.data(), m.count, m.t, m.tag, &source, stream);
+  }
+  std::vector<unsigned char> buf;
+  int source = -7;
+};
+
+// After rank 0's receives of a piece completed: every rank but `skip` in
+// exactly one box, each box holding its sender's message.
+std::string EachOnce(Communicator& comm, uint64_t seed, const Msg& m, const std::deque<AnyInbox>& boxes,
+                     int skip = -1) {
+  std::string err;
+  std::vector<int> seen(static_cast<size_t>(comm.size()), 0);
+  for (const AnyInbox& b : boxes) {
+    if (b.source < 0 || b.source >= comm.size() || b.source == skip) {
+      err += absl::StrCat("\n  tag ", m.tag, ": a receive reported source ", b.source);
+      continue;
+    }
+    ++seen[static_cast<size_t>(b.source)];
+    const Msg sent = Of(m, b.source);
+    err += Compare(b.buf.data(), Payload(seed, b.source, 0, sent.id, sent.count, sent.t),
+                   absl::StrCat("tag ", m.tag, ": the message reported from rank ", b.source));
+  }
+  for (int q = 0; q < comm.size(); ++q) {
+    const int want = q == skip ? 0 : 1;
+    if (seen[static_cast<size_t>(q)] != want) {
+      err += absl::StrCat("\n  tag ", m.tag, ": rank ", q, " reported ", seen[static_cast<size_t>(q)], " times");
+    }
+  }
+  return err;
+}
+
+// Every rank sends Of(m, rank) to rank 0, which takes one from each rank by
+// any source (with `named` >= 0, that rank's by name first).
+std::string OneFromEach(Communicator& comm, uint64_t seed, const Msg& m, int named = -1) {
+  const absl::Status sent = SendMsg(comm, seed, 0, Of(m, comm.rank()));
+  if (!sent.ok()) return Error("send to rank 0", sent);
+  if (comm.rank() != 0) return "";
+  std::string err;
+  if (named >= 0) {
+    Inbox in(seed, named, 0, Of(m, named));
+    const absl::Status s = in.Recv(comm, named);
+    err += s.ok() ? in.Check() : Error(in.what, s);
+  }
+  std::deque<AnyInbox> boxes(static_cast<size_t>(comm.size() - (named >= 0 ? 1 : 0)));
+  for (AnyInbox& b : boxes) {
+    const absl::Status s = b.Recv(comm, m);
+    if (!s.ok()) return err + Error(absl::StrCat("recv from any source on tag ", m.tag), s);
+  }
+  return err + EachOnce(comm, seed, m, boxes, named);
+}
+
+// Two messages from every rank on one tag, one on another tag: rank 0 takes
+// the first tag's by any source (each sender's in its order), then the other
+// tag's by name.
+std::string SendersKeepTheirOrder(Communicator& comm, uint64_t seed) {
+  const int n = comm.size(), r = comm.rank();
+  const Msg other{400 + r, 31, DataType::kInt32, 4};
+  absl::Status s = SendMsg(comm, seed, 0, other);
+  for (int k = 0; k < 2 && s.ok(); ++k) s = SendMsg(comm, seed, 0, {300 + 2 * r + k, 30, DataType::kInt64, 9});
+  if (!s.ok()) return Error("send to rank 0", s);
+  if (r != 0) return "";
+  std::string err;
+  std::vector<int> next(static_cast<size_t>(n), 0);
+  for (int i = 0; i < 2 * n; ++i) {
+    AnyInbox b;
+    s = b.Recv(comm, {0, 30, DataType::kInt64, 9});
+    if (!s.ok()) return Error("recv from any source on tag 30", s);
+    if (b.source < 0 || b.source >= n || next[static_cast<size_t>(b.source)] == 2) {
+      return err + absl::StrCat("\n  tag 30: a receive reported source ", b.source);
+    }
+    const int k = next[static_cast<size_t>(b.source)]++;
+    err += Compare(b.buf.data(), Payload(seed, b.source, 0, 300 + 2 * b.source + k, 9, DataType::kInt64),
+                   absl::StrCat("tag 30: message ", k, " of rank ", b.source));
+  }
+  for (int q = 0; q < n; ++q) {
+    Inbox in(seed, q, 0, {400 + q, 31, DataType::kInt32, 4});
+    s = in.Recv(comm, q);
+    err += s.ok() ? in.Check() : Error(in.what, s);
+  }
+  return err;
+}
+
+// Inside a group, the receives before the sends; on a host stream (where
+// rank 0's own send must come before its receives: the stream runs them in
+// order), the sender reported once the stream has synchronised.
+std::string AnySourceInGroupAndOnStream(Communicator& comm, uint64_t seed) {
+  const int n = comm.size(), r = comm.rank();
+  std::string err;
+  std::deque<std::vector<unsigned char>> keep;
+  for (const bool group : {true, false}) {
+    const Msg m = group ? Msg{500, 32, DataType::kFloat32, 200003} : Msg{600, 33, DataType::kBfloat16, 1000};
+    HostStream stream;
+    void* on = group ? nullptr : &stream;
+    std::deque<AnyInbox> boxes(r == 0 ? static_cast<size_t>(n) : 0);
+    absl::Status s = group ? Communicator::GroupStart() : SendMsg(comm, seed, 0, Of(m, r), on, &keep);
+    for (AnyInbox& b : boxes) {
+      if (s.ok()) s = b.Recv(comm, m, on);
+    }
+    if (s.ok() && group) s = SendMsg(comm, seed, 0, Of(m, r), on, &keep);
+    const absl::Status ended = group ? Communicator::GroupEnd() : stream.Synchronize();
+    const char* what = group ? "any source in a group" : "any source on a stream";
+    if (!s.ok() || !ended.ok()) return Error(what, s.ok() ? ended : s);
+    if (r == 0) err += EachOnce(comm, seed, m, boxes);
+  }
+  return err;
+}
+
+// A NULL source, count 0, and a bad tag, on every rank (to itself).
+std::string AnySourceEdges(Communicator& comm, uint64_t seed) {
+  const Msg m{700 + comm.rank(), 34, DataType::kFloat64, 3};
+  absl::Status s = SendMsg(comm, seed, comm.rank(), m);
+  std::vector<unsigned char> buf(m.count * 8, kPoison);
+  if (s.ok()) s = comm.RecvAnySource(buf.data(), m.count, m.t, m.tag, nullptr, nullptr);
+  if (!s.ok()) return Error("recv from any source with a NULL source", s);
+  std::string err = Compare(buf.data(), Payload(seed, comm.rank(), comm.rank(), m.id, m.count, m.t), "NULL source");
+  int source = 5;
+  s = comm.RecvAnySource(nullptr, 0, DataType::kFloat32, 35, &source, nullptr);
+  if (!s.ok() || source != -1) err += absl::StrCat("\n  count 0: ", s.ToString(), ", source ", source);
+  source = 77;
+  s = comm.RecvAnySource(buf.data(), 1, DataType::kFloat32, -1, &source, nullptr);
+  if (!absl::IsInvalidArgument(s) || !absl::StrContains(s.message(), "tag = -1") || source != 77) {
+    err += absl::StrCat("\n  tag -1: ", s.ToString(), ", source ", source, " (want it left at 77)");
+  }
+  return err;
+}
+
 }  // namespace
+
+std::string CheckAnySource(Communicator& comm, uint64_t seed) {
+  std::string err = OneFromEach(comm, seed, {100, 20, DataType::kFloat32, 70000});
+  if (err.empty()) err = SendersKeepTheirOrder(comm, seed);
+  if (err.empty() && comm.size() > 1) err = OneFromEach(comm, seed, {200, 21, DataType::kUint8, 50}, /*named=*/1);
+  if (err.empty()) err = AnySourceInGroupAndOnStream(comm, seed);
+  if (err.empty()) err = AnySourceEdges(comm, seed);
+  return Failed("any source", comm.rank(), err);
+}
 
 std::string CheckTags(Communicator& comm, uint64_t seed) {
   const int n = comm.size(), r = comm.rank();

@@ -1,4 +1,5 @@
-// Conformance checks of tagged point-to-point messages, shared by every
+// Conformance checks of tagged point-to-point messages and receives from
+// any source, shared by every
 // backend's tests as p2p_check.h is: each runs on one rank, every rank calls
 // the same checks in the same order, and each returns "" when the backend
 // conforms, else what went wrong. Payloads are p2p_check.h's (a pure
@@ -33,6 +34,19 @@ namespace testing {
 // Tags -1 and WEFT_TAG_MAX + 1 are refused (InvalidArgument naming the tag)
 // and WEFT_TAG_MAX itself works.
 std::string CheckTags(Communicator& comm, uint64_t seed);
+
+// Receives from any source, rank 0 taking what every rank sends it
+// (itself included):
+//  - one message from each rank, past any eager threshold: each sender
+//    reported once, with its own data;
+//  - two messages from each rank on one tag: each sender's in its order;
+//  - a receive naming rank 1 first, then the rest from any source;
+//  - inside a group, the receives before the sends; on a host stream, the
+//    sender written once the stream has synchronised;
+//  - another tag's messages are left alone, and a NULL source works.
+// Count 0 matches nothing and reports -1; a bad tag is refused and leaves
+// *source as it was.
+std::string CheckAnySource(Communicator& comm, uint64_t seed);
 
 }  // namespace testing
 }  // namespace weft

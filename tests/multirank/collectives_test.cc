@@ -184,6 +184,10 @@ TEST_P(WorldSize, Tags) {
   RunRanks(GetParam(), [](Communicator& comm) { return CheckTags(comm, kSeed); });
 }
 
+TEST_P(WorldSize, AnySource) {
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckAnySource(comm, kSeed); });
+}
+
 TEST_P(WorldSize, AllToAllv) {
   RunRanks(GetParam(), [](Communicator& comm) { return CheckAllToAllv(comm, kSeed); });
 }

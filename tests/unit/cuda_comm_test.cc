@@ -43,9 +43,10 @@ TEST(CudaComm, OffersNoDirectReductions) {
   EXPECT_EQ(FindDirectReduce(comm), nullptr);
 }
 
-// A backend without tags refuses a tag other than 0 at the entry point,
-// inside a group too (where host calls would be held), with Unsupported
-// naming the backend and the tag; nothing reaches the backend.
+// A backend without tags refuses a tag other than 0, and a receive from any
+// source, at the entry point, inside a group too (where host calls would be
+// held), with Unsupported naming the backend and the tag; nothing reaches
+// the backend.
 TEST(CudaComm, TagsAreRefusedBeforeTheBackend) {
   UnreachableCudaComm comm(2, "the entry points' tag check");
   float* none = nullptr;
@@ -57,6 +58,13 @@ TEST(CudaComm, TagsAreRefusedBeforeTheBackend) {
     EXPECT_NE(std::string(s.message()).find("backend nccl"), std::string::npos) << s;
     EXPECT_NE(std::string(s.message()).find("NCCL has no tags"), std::string::npos) << s;
   }
+  // A receive from any source, whatever its tag; the source is left as it was.
+  int source = 7;
+  const absl::Status any = comm.RecvAnySource(none, 0, DataType::kFloat32, 0, &source, nullptr);
+  EXPECT_EQ(any.code(), absl::StatusCode::kUnimplemented) << any;
+  EXPECT_NE(std::string(any.message()).find("any source"), std::string::npos) << any;
+  EXPECT_NE(std::string(any.message()).find("NCCL has no tags"), std::string::npos) << any;
+  EXPECT_EQ(source, 7);
   EXPECT_TRUE(Communicator::GroupEnd().ok());
   // Tag 0 passes the check (count 0: nothing to issue).
   EXPECT_TRUE(comm.SendTagged(none, 0, DataType::kFloat32, 1, 0, nullptr).ok());
