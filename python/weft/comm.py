@@ -4,6 +4,7 @@
     comm.all_reduce(grad, op="avg")       # in place, torch tensor or numpy array
     comm.broadcast(param, root=0)
     comm.send(x, peer=1, tag=7)           # matched by comm.recv(y, peer=0, tag=7) on rank 1
+    sender = comm.recv(y, tag=7)          # from any rank: returns the sender's rank
 
     comm = weft.init(backend="nccl")      # CUDA memory over NCCL (or weft.init(device=local_rank))
     comm.all_reduce(cuda_grad, op="avg")  # enqueued on torch's current stream
@@ -40,6 +41,22 @@ def _wait_code(wait, caller):
     if not isinstance(wait, str) or wait not in WAIT_POLICIES:
         raise ValueError("%s: wait=%r is not one of %s" % (caller, wait, ", ".join(repr(w) for w in WAIT_POLICIES)))
     return WAIT_POLICIES[wait]
+
+
+class PendingSource:
+    """The sender of a receive from any rank enqueued on a weft.Stream: .rank once the stream has synchronised."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._cell = ctypes.c_int(-1)
+
+    @property
+    def rank(self):
+        """The sender's rank (-1 for a receive of 0 elements, which matches nothing, or one that failed); a
+        ValueError while the stream has not run it yet."""
+        if self._stream is not None and not self._stream.query():
+            raise ValueError("weft: the receive from any source has not completed: synchronise its stream first")
+        return self._cell.value
 
 
 class Communicator:
@@ -127,12 +144,18 @@ class Communicator:
         (p, n, t), _, s = self._args(tensor, tensor, stream)
         _lib.call("weftSendTagged", p, n, t, peer, tag, self.handle, s)
 
-    def recv(self, tensor, peer, tag=0, stream=None):
-        """Receives into tensor the next message of `tag` from rank `peer`, as weftRecvTagged; count and dtype
-        must be the send's. Returns the sender's rank."""
+    def recv(self, tensor, peer=None, tag=0, stream=None):
+        """Receives into tensor the next message of `tag` from rank `peer` (weftRecvTagged), or with peer=None
+        from any rank (weftRecvAnySource); count and dtype must be the send's. Returns the sender's rank; from any
+        rank on a weft.Stream, a PendingSource whose .rank it is once the stream has synchronised."""
         (p, n, t), _, s = self._args(tensor, tensor, stream)
-        _lib.call("weftRecvTagged", p, n, t, peer, tag, self.handle, s)
-        return peer
+        if peer is not None:
+            _lib.call("weftRecvTagged", p, n, t, peer, tag, self.handle, s)
+            return peer
+        source = PendingSource(stream)
+        keep_alive(stream, source)  # weft writes the sender into it when the receive completes
+        _lib.call("weftRecvAnySource", p, n, t, tag, ctypes.byref(source._cell), self.handle, s)
+        return source.rank if stream is None else source
 
     def async_error(self):
         """Raises the first error of asynchronous work on this communicator (a NCCL kernel, a host

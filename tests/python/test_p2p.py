@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """weft.Comm's send and recv from Python threads over in-process ranks: tags (messages of different tags taken
 in another order than they were sent, in order within a tag), on a weft.Stream, and the tag range refused
-naming the tag. Payloads name their sender, tag and position, so a message taken from the wrong place shows.
-Exits 77 without numpy."""
+naming the tag; receives from any rank, blocking and on a weft.Stream, reporting each sender. Payloads name their
+sender, tag and position, so a message taken from the wrong place shows. Exits 77 without numpy."""
 
 import os
 import sys
+import threading
 import unittest
 
 try:
@@ -74,6 +75,56 @@ class Tags(unittest.TestCase):
             np.testing.assert_array_equal(x, payload(r, 3, 0, 4, np.float32))
 
         on_ranks(1, body)
+
+
+class AnySource(unittest.TestCase):
+    def test_every_sender_once_with_its_data(self):
+        n = 4
+
+        def body(r, comm):
+            comm.send(payload(r, 5, 0), 0, tag=5)
+            comm.send(payload(r, 6, 0), 0, tag=6)
+            if r != 0:
+                return
+            seen = []
+            for _ in range(n):  # tag 6 first: tag 5's messages wait
+                got = np.full(6, -1, dtype=np.int32)
+                src = comm.recv(got, tag=6)
+                np.testing.assert_array_equal(got, payload(src, 6, 0))
+                seen.append(src)
+            self.assertEqual(sorted(seen), list(range(n)))
+            s = weft.Stream()
+            boxes = [np.full(6, -1, dtype=np.int32) for _ in range(n)]
+            pending = [comm.recv(b, tag=5, stream=s) for b in boxes]
+            s.synchronize()
+            self.assertEqual(sorted(p.rank for p in pending), list(range(n)))
+            for p, b in zip(pending, boxes):
+                np.testing.assert_array_equal(b, payload(p.rank, 5, 0))
+            self.assertEqual(comm.recv(np.zeros(0, dtype=np.int32), tag=5), -1)  # count 0 matches nothing
+            s.destroy()
+
+        on_ranks(n, body)
+
+    def test_pending_until_the_stream_ran_it(self):
+        looked = threading.Event()  # the ranks are threads of this process
+
+        def body(r, comm):
+            if r == 1:
+                self.assertTrue(looked.wait(30))  # rank 0 has looked at its pending source
+                comm.send(payload(1, 8, 0), 0, tag=8)
+                return
+            s = weft.Stream()
+            got = np.full(6, -1, dtype=np.int32)
+            pending = comm.recv(got, tag=8, stream=s)
+            with self.assertRaisesRegex(ValueError, "synchronise its stream first"):
+                pending.rank
+            looked.set()
+            s.synchronize()
+            self.assertEqual(pending.rank, 1)
+            np.testing.assert_array_equal(got, payload(1, 8, 0))
+            s.destroy()
+
+        on_ranks(2, body)
 
 
 if __name__ == "__main__":
