@@ -192,15 +192,23 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall(std::vector<at::Tensor>& ou
   return op.Issue(outputs);
 }
 
+namespace {
+
 // Point-to-point: torch's tag is weft's. On CUDA tensors NCCL has no tags:
 // torch's own NCCL backend ignores one, weft refuses it rather than match
 // by order, before the group's CUDA communicator would be made for it.
 // Inside a coalesced group (batch_isend_irecv) they join its weft group.
-void WeftBackend::CheckP2p(const char* op, const at::Tensor& t, int peer, int tag) {
+void CheckTag(const char* op, const at::Tensor& t, int tag) {
   TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_MAX, "weft: ", op, ": tag ", tag, " is outside [0, ", WEFT_TAG_MAX,
                     "] (WEFT_TAG_MAX)");
   TORCH_CHECK_VALUE(tag == 0 || !t.device().is_cuda(), "weft: ", op, ": tag ", tag, " on a CUDA tensor: NCCL has no "
                     "tags, so CUDA tensors take tag 0 (or use CPU tensors)");
+}
+
+}  // namespace
+
+void WeftBackend::CheckP2p(const char* op, const at::Tensor& t, int peer, int tag) {
+  CheckTag(op, t, tag);
   TORCH_CHECK_VALUE(peer >= 0 && peer < getSize(), "weft: ", op, ": peer ", peer, " is outside the group of ", getSize());
 }
 
@@ -241,10 +249,31 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::recv(std::vector<at::Tensor>& tensor
   }
 }
 
-c10::intrusive_ptr<c10d::Work> WeftBackend::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "weft: recv from any source is not in weft's C ABI (weftRecv names its peer); "
-                              "give recv a src");
+// torch's recv without a src: weft writes the sender into the Work, whose
+// sourceRank() torch reads once it has waited for it.
+c10::intrusive_ptr<c10d::Work> WeftBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  try {
+    const at::Tensor& t = One("recv", tensors);
+    TORCH_CHECK_NOT_IMPLEMENTED(!t.device().is_cuda(), "weft: recv from any source of a CUDA tensor: NCCL's "
+                                "receives name their peer; give recv a src, or use CPU tensors");
+    CheckTag("recv", t, tag);
+    Op op(*this, "recv", c10d::OpType::RECVANYSOURCE, t);
+    const weftDataType_t dt = WeftType(op.name(), t);
+    at::Tensor out = op.Out(t, /*read=*/false);
+    auto source = std::make_shared<int>(-1);
+    op.Call([out, dt, tag, source](weftComm_t c, void* s) {
+      return weftRecvAnySource(out.data_ptr(), Count(out), dt, tag, source.get(), c, s);
+    });
+    c10::intrusive_ptr<c10d::Work> work = op.Issue(tensors);
+    // In a coalesced group the Work is the group's, of several calls: no one source.
+    if (!coalescing_) static_cast<WeftWork*>(work.get())->source_ = std::move(source);
+    return work;
+  } catch (...) {
+    if (coalescing_) AbandonGroup();
+    throw;
+  }
 }
+
 c10::intrusive_ptr<c10d::Work> WeftBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
                                                                 std::vector<at::Tensor>&, const c10d::AllgatherOptions&) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "weft: all_gather_coalesced (lists of lists, deprecated in torch) is not "

@@ -448,7 +448,8 @@ def test_refusals(job):
     peer = (job.rank + 1) % job.world
     job.expect_raises(lambda: dist.send(torch.ones(4), dst=peer, tag=-3), (ValueError,), ["send", "tag -3"],
                       "send with a negative tag")
-    job.expect_raises(lambda: dist.recv(torch.ones(4)), (NotImplementedError,), ["any source"], "recv from any")
+    job.expect_raises(lambda: dist.recv(torch.ones(4), tag=-1), (ValueError,), ["recv", "tag -1"],
+                      "recv from any source with a negative tag")
     job.expect_raises(lambda: dist.all_to_all_single(torch.ones(job.world + 1), torch.ones(job.world + 1)),
                       (ValueError,), ["all_to_all_single", "evenly"], "all_to_all_single of uneven rows")
     # The group still works after every refusal.

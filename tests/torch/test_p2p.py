@@ -1,12 +1,13 @@
-"""Point-to-point with tags on weft's torch backend against gloo in the same job, bit for bit.
+"""Point-to-point with tags and from any source on weft's torch backend against gloo in the same job, bit for bit.
 
     .venv/bin/torchrun --standalone --nproc_per_node 3 tests/torch/test_p2p.py
 
 Every rank sends to the next rank several messages on different tags and receives them from the previous rank in
 another order than they were sent: blocking send/recv, isend/irecv (receives posted before the sends), and
-batch_isend_irecv with a tag per pair and per message. gloo does the same exchange in the same job, and weft's
-results must equal gloo's exactly (and the inputs, which name sender, tag and message). Receive buffers are
-poisoned first. A tag outside [0, WEFT_TAG_MAX] is a ValueError naming it, and the group goes on.
+batch_isend_irecv with a tag per pair and per message; rank 0 receives from any source (irecv and recv without a
+src), reporting each sender. gloo does the same exchange in the same job, and weft's results must equal gloo's
+exactly (and the inputs, which name sender, tag and message). Receive buffers are poisoned first. A tag outside
+[0, WEFT_TAG_MAX] is a ValueError naming it, and the group goes on.
 """
 
 import torch
@@ -100,6 +101,46 @@ def test_batch_isend_irecv_tags(job):
                   % (base + q, q))
 
 
+def from_anyone(job, group):
+    """Every rank sends rank 0 two messages, on tags 0 and 7; rank 0 takes tag 7's by irecv without a src and
+    tag 0's by recv without one: {(sender, tag): tensor}, each sender as the Work (or recv) reported it."""
+    got, sends = {}, []
+    if job.rank != 0 or job.world == 1:  # isend: gloo's blocking send would wait for rank 0 to take tag 0 first
+        sends = [dist.isend(message(job.rank, tag, torch.int32, 500), 0, group=group, tag=tag) for tag in (0, 7)]
+    if job.rank != 0:
+        for work in sends:
+            work.wait()
+        return got
+    peers = job.world - 1 if job.world > 1 else 1
+    boxes = [poison(torch.int32, 500) for _ in range(peers)]
+    works = [dist.irecv(b, group=group, tag=7) for b in boxes]
+    for b, work in zip(boxes, works):
+        work.wait()
+        got[(work._source_rank(), 7)] = b
+    for _ in range(peers):
+        b = poison(torch.int32, 500)
+        got[(dist.recv(b, group=group), 0)] = b
+    for work in sends:
+        work.wait()
+    return got
+
+
+def test_recv_any_source(job):
+    got = from_anyone(job, None)
+    want = from_anyone(job, job.gloo) if job.world > 1 else got  # gloo cannot send to itself
+    if job.rank != 0:
+        return
+    senders = [q for q in range(1, job.world)] or [0]
+    job.check(sorted(got) == sorted((q, t) for q in senders for t in (0, 7)), "recv from any source: senders %s"
+              % sorted(got))
+    job.check(sorted(got) == sorted(want), "recv from any source: weft's senders %s, gloo's %s" %
+              (sorted(got), sorted(want)))
+    for (q, tag), g in got.items():
+        job.check(same_bits(g, message(q, tag, torch.int32, 500)), "recv from any source: rank %d's tag %d" % (q, tag))
+        job.check((q, tag) in want and same_bits(g, want[(q, tag)]), "recv from any source: rank %d's tag %d differs "
+                  "from gloo's" % (q, tag))
+
+
 def test_refusals(job):
     peer = (job.rank + 1) % job.world
     for tag in (-1, TAG_MAX + 1):
@@ -115,7 +156,7 @@ def test_refusals(job):
 def main():
     job = Job()
     for name, fn in [("tagged send/recv", test_tagged_send_recv), ("batch with tags", test_batch_isend_irecv_tags),
-                     ("refusals", test_refusals)]:
+                     ("recv from any source", test_recv_any_source), ("refusals", test_refusals)]:
         job.run(name, fn)
     job.finish()
 
