@@ -311,7 +311,9 @@ TEST(Wire, UniqueIdRoundTripsAndGarbageIsRefused) {
     unsigned char frame[kFrameHeaderBytes];
     std::memcpy(frame, junk, sizeof(frame));
     absl::StatusOr<FrameHeader> h = DecodeFrameHeader(frame);
-    if (h.ok()) EXPECT_LE(h->length, kMaxFrameBytes);
+    if (h.ok()) {
+      EXPECT_LE(h->length, kMaxFrameBytes);
+    }
   }
   EXPECT_TRUE(DecodeError("").code() == absl::StatusCode::kUnknown);
   EXPECT_TRUE(absl::IsDeadlineExceeded(DecodeError(EncodeError(absl::DeadlineExceededError("late")))));
