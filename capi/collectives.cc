@@ -46,6 +46,8 @@ WEFT_API weftResult_t weftBroadcast(const void* sendbuf, void* recvbuf, size_t c
   });
 }
 
+static_assert(WEFT_TAG_MAX == weft::kMaxTag, "weft/collectives.h and comm/communicator.h agree on the tag range");
+
 WEFT_API weftResult_t weftSend(const void* sendbuf, size_t count, weftDataType_t dtype, int peer, weftComm_t comm,
                                void* stream) {
   return Guard("weftSend", [&]() -> absl::Status {
@@ -59,6 +61,30 @@ WEFT_API weftResult_t weftRecv(void* recvbuf, size_t count, weftDataType_t dtype
   return Guard("weftRecv", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
     return c->Recv(recvbuf, count, T(dtype), peer, stream);
+  });
+}
+
+WEFT_API weftResult_t weftSendTagged(const void* sendbuf, size_t count, weftDataType_t dtype, int peer, int tag,
+                                     weftComm_t comm, void* stream) {
+  return Guard("weftSendTagged", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->SendTagged(sendbuf, count, T(dtype), peer, tag, stream);
+  });
+}
+
+WEFT_API weftResult_t weftRecvTagged(void* recvbuf, size_t count, weftDataType_t dtype, int peer, int tag,
+                                     weftComm_t comm, void* stream) {
+  return Guard("weftRecvTagged", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->RecvTagged(recvbuf, count, T(dtype), peer, tag, stream);
+  });
+}
+
+WEFT_API weftResult_t weftRecvAnySource(void* recvbuf, size_t count, weftDataType_t dtype, int tag, int* source,
+                                        weftComm_t comm, void* stream) {
+  return Guard("weftRecvAnySource", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
+    return c->RecvAnySource(recvbuf, count, T(dtype), tag, source, stream);
   });
 }
 

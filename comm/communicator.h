@@ -54,6 +54,11 @@ struct CommOptions {
 // Fills the zero fields of `o` from the environment (core/env.h).
 CommOptions ResolveOptions(CommOptions o);
 
+// Point-to-point tags are in [0, kMaxTag] (weft/collectives.h's WEFT_TAG_MAX).
+inline constexpr int kMaxTag = 32767;
+// DoRecv's peer for a receive from any rank (weftRecvAnySource).
+inline constexpr int kAnySource = -2;
+
 // A device backend's group calls (NCCL's ncclGroupStart / ncclGroupEnd),
 // registered from its static initializer, so that Communicator::GroupStart
 // reaches them without shared code naming the backend.
@@ -91,9 +96,19 @@ class Communicator {
   // are copied out and it completes without waiting for the receiver (the
   // backend delivers it in the background), so ranks that all send before
   // they receive never deadlock; a receive returns once the message is in
-  // `recv`. Sends and receives between two ranks match in issue order.
-  absl::Status Send(const void* send, size_t count, DataType t, int peer, void* stream);
-  absl::Status Recv(void* recv, size_t count, DataType t, int peer, void* stream);
+  // `recv`. Sends and receives between two ranks match in issue order, on
+  // each tag apart (weftSendTagged's rules); Send and Recv are tag 0.
+  absl::Status Send(const void* send, size_t count, DataType t, int peer, void* stream) {
+    return SendTagged(send, count, t, peer, 0, stream);
+  }
+  absl::Status Recv(void* recv, size_t count, DataType t, int peer, void* stream) {
+    return RecvTagged(recv, count, t, peer, 0, stream);
+  }
+  absl::Status SendTagged(const void* send, size_t count, DataType t, int peer, int tag, void* stream);
+  absl::Status RecvTagged(void* recv, size_t count, DataType t, int peer, int tag, void* stream);
+  // From any rank; *source (may be null) is -1 until the receive completes,
+  // then the sender's rank (weftRecvAnySource).
+  absl::Status RecvAnySource(void* recv, size_t count, DataType t, int tag, int* source, void* stream);
   absl::Status Reduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void* stream);
   absl::Status Gather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream);
   absl::Status Scatter(const void* send, void* recv, size_t recvcount, DataType t, int root, void* stream);
@@ -131,9 +146,18 @@ class Communicator {
                                    void* stream) = 0;
   virtual absl::Status DoBarrier() = 0;
   // The point-to-point and rooted hooks. Host backends: DoSend must not wait
-  // for the receiver. The defaults refuse (Unsupported, naming the backend).
-  virtual absl::Status DoSend(const void* send, size_t count, DataType t, int peer, void* stream);
-  virtual absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, void* stream);
+  // for the receiver; a send matches only a receive of its tag, and the
+  // messages of one tag between two ranks match in order. DoRecv's peer may
+  // be kAnySource: then the first message of the tag from any rank, whose
+  // sender goes to *source (when not null). The defaults refuse
+  // (Unsupported, naming the backend).
+  virtual absl::Status DoSend(const void* send, size_t count, DataType t, int peer, int tag, void* stream);
+  virtual absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, int tag, int* source, void* stream);
+  // Why this backend matches point-to-point messages by order alone (no
+  // tags, no receive from any source), or nullptr where it matches them by
+  // tag. The entry points refuse a tag other than 0, and any source, with it
+  // before anything is issued.
+  virtual const char* TagsUnsupported() const { return nullptr; }
   virtual absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                                 void* stream);
   virtual absl::Status DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream);
@@ -171,6 +195,8 @@ class Communicator {
   void InheritTrace(Communicator& parent);
   // The checks a rooted call makes of `root`.
   absl::Status CheckRank(const char* call, const char* what, int r) const;
+  // A point-to-point call's tag: in range, and one this backend can match.
+  absl::Status CheckTag(const char* call, int tag) const;
 
   const int rank_;
   const int size_;

@@ -21,29 +21,62 @@ absl::Status Communicator::CheckRank(const char* call, const char* what, int r) 
   return absl::OkStatus();
 }
 
-absl::Status Communicator::Send(const void* send, size_t count, DataType t, int peer, void* stream) {
+absl::Status Communicator::CheckTag(const char* call, int tag) const {
+  if (tag < 0 || tag > kMaxTag) {
+    return InvalidArgument("%s: tag = %d is outside [0, %d] (WEFT_TAG_MAX)", call, tag, kMaxTag);
+  }
+  const char* why = TagsUnsupported();
+  if (tag != 0 && why != nullptr) {
+    return Unsupported("%s: tag = %d on a communicator of backend %s, which matches by order alone: %s", call, tag,
+                       Name(backend()), why);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::SendTagged(const void* send, size_t count, DataType t, int peer, int tag, void* stream) {
   RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "send"));
   RETURN_IF_ERROR(CheckRank("send", "peer", peer));
+  RETURN_IF_ERROR(CheckTag("send", tag));
   absl::StatusOr<size_t> bytes = Bytes("count", count, 1, t);
   RETURN_IF_ERROR(Annotate(bytes.status(), "send"));
   RETURN_IF_ERROR(Annotate(CheckBuffer("sendbuf", send, *bytes), "send"));
   if (count == 0) return absl::OkStatus();  // moves nothing and matches nothing, as in NCCL
-  trace::NoteCall(count, static_cast<int>(t), -1, peer);
+  trace::NoteCall(count, static_cast<int>(t), -1, peer, tag);
   return Issue("send", stream, fault::Hook(*this, {send, *bytes, nullptr, 0, t, false}, [=, this](const void* s) {
-    return DoSend(s, count, t, peer, stream);
+    return DoSend(s, count, t, peer, tag, stream);
   }), /*eager=*/true);
 }
 
-absl::Status Communicator::Recv(void* recv, size_t count, DataType t, int peer, void* stream) {
+absl::Status Communicator::RecvTagged(void* recv, size_t count, DataType t, int peer, int tag, void* stream) {
   RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "recv"));
   RETURN_IF_ERROR(CheckRank("recv", "peer", peer));
+  RETURN_IF_ERROR(CheckTag("recv", tag));
   absl::StatusOr<size_t> bytes = Bytes("count", count, 1, t);
   RETURN_IF_ERROR(Annotate(bytes.status(), "recv"));
   RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *bytes), "recv"));
   if (count == 0) return absl::OkStatus();
-  trace::NoteCall(count, static_cast<int>(t), -1, peer);
+  trace::NoteCall(count, static_cast<int>(t), -1, peer, tag);
   return Issue("recv", stream, fault::Hook(*this, {nullptr, 0, recv, *bytes, t, false}, [=, this](const void*) {
-    return DoRecv(recv, count, t, peer, stream);
+    return DoRecv(recv, count, t, peer, tag, nullptr, stream);
+  }));
+}
+
+absl::Status Communicator::RecvAnySource(void* recv, size_t count, DataType t, int tag, int* source, void* stream) {
+  RETURN_IF_ERROR(Annotate(CheckTypeOp(t, nullptr), "recv_any_source"));
+  if (const char* why = TagsUnsupported(); why != nullptr) {
+    return Unsupported("recv_any_source: a receive from any source on a communicator of backend %s, which matches "
+                       "by order alone: %s", Name(backend()), why);
+  }
+  RETURN_IF_ERROR(CheckTag("recv_any_source", tag));
+  absl::StatusOr<size_t> bytes = Bytes("count", count, 1, t);
+  RETURN_IF_ERROR(Annotate(bytes.status(), "recv_any_source"));
+  RETURN_IF_ERROR(Annotate(CheckBuffer("recvbuf", recv, *bytes), "recv_any_source"));
+  if (source != nullptr) *source = -1;  // until the receive completes, and if it fails
+  if (count == 0) return absl::OkStatus();
+  trace::NoteCall(count, static_cast<int>(t), -1, -1, tag);
+  const fault::Call call{nullptr, 0, recv, *bytes, t, false};
+  return Issue("recv_any_source", stream, fault::Hook(*this, call, [=, this](const void*) {
+    return DoRecv(recv, count, t, kAnySource, tag, source, stream);
   }));
 }
 
@@ -191,10 +224,10 @@ absl::Status Communicator::AllToAllv(const void* send, const size_t* sendcounts,
   }));
 }
 
-absl::Status Communicator::DoSend(const void*, size_t, DataType, int, void*) {
+absl::Status Communicator::DoSend(const void*, size_t, DataType, int, int, void*) {
   return Unsupported("send: backend %s has no point-to-point sends", Name(backend()));
 }
-absl::Status Communicator::DoRecv(void*, size_t, DataType, int, void*) {
+absl::Status Communicator::DoRecv(void*, size_t, DataType, int, int, int*, void*) {
   return Unsupported("recv: backend %s has no point-to-point receives", Name(backend()));
 }
 absl::Status Communicator::DoReduce(const void*, void*, size_t, DataType, RedOp, int, void*) {

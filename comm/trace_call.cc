@@ -35,6 +35,7 @@ std::function<absl::Status()> Communicator::Traced(const char* name, void* strea
                           call.count * ElementSize(t), Name(t));
     if (call.op >= 0) absl::StrAppendFormat(&args, ",\"op\":\"%s\"", Name(static_cast<RedOp>(call.op)));
     if (call.root >= 0) absl::StrAppendFormat(&args, ",\"peer_or_root\":%d", call.root);
+    if (call.tag >= 0) absl::StrAppendFormat(&args, ",\"tag\":%d", call.tag);
   }
   if (const std::string& label = trace::CurrentLabel(); !label.empty()) {
     absl::StrAppendFormat(&args, ",\"label\":\"%s\"", trace::Escape(label));

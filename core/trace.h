@@ -146,13 +146,14 @@ struct Call {
   int dtype = -1;  // DataType
   int op = -1;     // RedOp, -1: none
   int root = -1;   // root or peer, -1: none
+  int tag = -1;    // a point-to-point call's tag, -1: none
 };
 namespace internal {
 Call& PendingCall();
 std::string& PendingLabel();
 }  // namespace internal
-inline void NoteCall(size_t count, int dtype, int op = -1, int root = -1) {
-  if (On()) internal::PendingCall() = Call{true, count, dtype, op, root};
+inline void NoteCall(size_t count, int dtype, int op = -1, int root = -1, int tag = -1) {
+  if (On()) internal::PendingCall() = Call{true, count, dtype, op, root, tag};
 }
 // The call noted on this thread, cleared.
 Call TakeCall();

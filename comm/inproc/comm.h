@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -75,17 +76,20 @@ class World {
   void Finish(uint64_t end);
   void WaitDone(uint64_t end);
 
-  // Point-to-point: the messages from one rank to another, oldest first. A
-  // message owns a copy of the sent bytes, so a send never waits for its
-  // receiver. Take waits for the oldest (at most timeout_ms; Aborted once
-  // any rank aborted) and removes it.
+  // Point-to-point: the messages from one rank to another on one tag,
+  // oldest first. A message owns a copy of the sent bytes, so a send never
+  // waits for its receiver. Take waits for the oldest (at most timeout_ms;
+  // Aborted once any rank aborted) and removes it; from kAnySource, the one
+  // posted first of the oldest from each rank.
   struct Message {
     std::vector<unsigned char> bytes;
     size_t count = 0;
     DataType t = DataType::kFloat32;
+    int from = -1;
+    uint64_t posted = 0;  // the world's post counter: which of two messages came first
   };
-  void Post(int from, int to, Message m);
-  absl::StatusOr<Message> Take(int from, int to, int timeout_ms);
+  void Post(int from, int to, int tag, Message m);
+  absl::StatusOr<Message> Take(int from, int to, int tag, int timeout_ms);
 
  private:
   const int size_;
@@ -102,7 +106,11 @@ class World {
   std::atomic<uint64_t> next_ticket_{0};
   std::atomic<uint64_t> done_tickets_{0};
   std::map<std::pair<uint64_t, int>, std::shared_ptr<World>> splits_;
-  std::map<std::pair<int, int>, std::deque<Message>> mail_;  // (from, to), under mu_
+  // The oldest message to `to` on `tag` from `from`, or from any rank
+  // (kAnySource), or null. Needs mu_.
+  std::deque<Message>* Oldest(int from, int to, int tag);
+  std::map<std::tuple<int, int, int>, std::deque<Message>> mail_;  // (to, tag, from), under mu_
+  uint64_t posted_ = 0;  // messages posted, under mu_
 };
 
 // Offers the direct-buffer reductions (comm/direct.h): ranks read each
@@ -121,8 +129,8 @@ class InProcComm final : public Communicator, public DirectReduce {
   absl::Status DoBroadcast(const void* send, void* recv, size_t count, DataType t, int root,
                            void* stream) override;
   absl::Status DoBarrier() override;
-  absl::Status DoSend(const void* send, size_t count, DataType t, int peer, void* stream) override;
-  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, void* stream) override;
+  absl::Status DoSend(const void* send, size_t count, DataType t, int peer, int tag, void* stream) override;
+  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, int tag, int* source, void* stream) override;
   absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                         void* stream) override;
   absl::Status DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream) override;

@@ -13,28 +13,40 @@ namespace mpi {
 namespace {
 
 // Wraps a new MPI communicator (taking ownership) after making MPI report
-// its errors to weft instead of aborting the job.
+// its errors to weft instead of aborting the job, and duplicates it for the
+// users' point-to-point messages (collective over it; nonblocking, so a
+// rank that never arrives is a timeout, not a hang).
 absl::StatusOr<std::unique_ptr<Communicator>> Wrap(MPI_Comm comm, const CommOptions& options) {
   int rank = 0, size = 0;
+  MPI_Comm users = MPI_COMM_NULL;
+  MPI_Request req = MPI_REQUEST_NULL;
   {
     CallLock lock;
     absl::Status s = CheckMpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     if (s.ok()) s = CheckMpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     if (s.ok()) s = CheckMpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    if (s.ok()) s = CheckMpi(MPI_Comm_idup(comm, &users, &req), "MPI_Comm_idup");
     if (!s.ok()) {
       MPI_Comm_free(&comm);
       return s;
     }
   }
-  auto c = std::make_unique<MpiComm>(comm, rank, size, Oversubscribed(), options);
+  // On failure the duplicate's request may be neither cancelled nor freed
+  // (MPI 3.1, 5.12): both communicators are left to MPI_Finalize.
+  RETURN_IF_ERROR(WaitAll(1, &req, {comm, rank, options.timeout_ms, nullptr}, "duplicating a communicator"));
+  {
+    CallLock lock;
+    RETURN_IF_ERROR(CheckMpi(MPI_Comm_set_errhandler(users, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler"));
+  }
+  auto c = std::make_unique<MpiComm>(comm, users, rank, size, Oversubscribed(), options);
   RETURN_IF_ERROR(c->AttachSharedMemory());
   return std::unique_ptr<Communicator>(std::move(c));
 }
 
 }  // namespace
 
-MpiComm::MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const CommOptions& options)
-    : P2pComm(rank, size, options, oversubscribed), comm_(comm) {}
+MpiComm::MpiComm(MPI_Comm comm, MPI_Comm users, int rank, int size, bool oversubscribed, const CommOptions& options)
+    : P2pComm(rank, size, options, oversubscribed), comm_(comm), users_(users) {}
 
 MpiComm::~MpiComm() {
   StopSends();  // its thread sends on comm_
@@ -44,12 +56,13 @@ MpiComm::~MpiComm() {
   MPI_Finalized(&finalized);
   if (finalized) return;  // MPI freed every communicator itself
   CallLock lock;
+  MPI_Comm_free(&users_);
   MPI_Comm_free(&comm_);
 }
 
 WaitSpec MpiComm::MpiWait() const {
   const p2p::Patience w = Wait();
-  return {comm_, w.rank, w.timeout_ms, w.owner, w.spin, w.watch, w.policy};
+  return {comm_, w.rank, w.timeout_ms, w.owner, w.spin, w.watch, w.policy, users_};
 }
 
 absl::Status MpiComm::AttachSharedMemory() {

@@ -2,7 +2,9 @@
 //
 // The world communicator is a duplicate of MPI_COMM_WORLD (weft's traffic
 // never mixes with the application's), a split is MPI_Comm_split of its
-// parent, and each MpiComm owns and frees its MPI_Comm. Collectives are not
+// parent, and each MpiComm owns and frees its MPI_Comm and that
+// communicator's own duplicate, on which the users' tagged sends and
+// receives travel (they never meet a collective's messages, whatever tag). Collectives are not
 // MPI's own but P2pComm's: on one node shared-memory rounds (comm/p2p/shm.h),
 // elsewhere the shared point-to-point schedules (comm/p2p) on this backend's
 // polling engine (pipeline.h), so that
@@ -32,9 +34,10 @@ namespace mpi {
 
 class MpiComm final : public p2p::P2pComm {
  public:
-  // Takes ownership of `comm` (freed in the destructor).
-  // `oversubscribed`: more ranks on this node than cores, so waits yield at once.
-  MpiComm(MPI_Comm comm, int rank, int size, bool oversubscribed, const CommOptions& options);
+  // Takes ownership of `comm` and its duplicate `users` (freed in the
+  // destructor). `oversubscribed`: more ranks on this node than cores, so
+  // waits yield at once.
+  MpiComm(MPI_Comm comm, MPI_Comm users, int rank, int size, bool oversubscribed, const CommOptions& options);
   ~MpiComm() override;
   // Collective: the shared-memory rounds when every rank is on this node,
   // set up over MPI (MPI_Comm_split_type, MPI_Ibcast, MPI_Iallreduce).
@@ -46,10 +49,11 @@ class MpiComm final : public p2p::P2pComm {
 
  private:
   absl::Status RunSchedule(Schedule& s, int window) override { return RunPipeline(s, window, MpiWait()); }
-  p2p::Outbox::Wire SendWire() override { return mpi::SendWire(comm_); }
+  p2p::Outbox::Wire SendWire() override { return mpi::SendWire(users_); }
   WaitSpec MpiWait() const;
 
   MPI_Comm comm_;
+  MPI_Comm users_;
 };
 
 // The world communicator: MPI_COMM_WORLD duplicated (initialising MPI first

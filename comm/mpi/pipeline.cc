@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/bootstrap/mpi_runtime.h"
+#include "comm/p2p/exchange.h"
 #include "core/status.h"
 
 namespace weft {
@@ -93,6 +94,7 @@ struct Slot {
   bool busy = false;
   int from = -1, to = -1;  // peers of the transfers in flight, for messages
   size_t recv_bytes = 0;   // what the receive was posted for
+  int* source = nullptr;   // a receive from any rank: where its sender goes
 };
 
 class Runner {
@@ -112,7 +114,7 @@ class Runner {
           poller_.Some(static_cast<int>(reqs_.size()), reqs_.data(), done_.data(), statuses_.data());
       if (!got.ok()) return Fail(Describe(got.status()));
       for (int k = 0; k < *got; ++k) {
-        if (done_[k] % 2 == 0) RETURN_IF_ERROR(Fail(CheckReceived(slots_[done_[k] / 2], statuses_[k])));
+        if (done_[k] % 2 == 0) RETURN_IF_ERROR(Fail(Received(slots_[done_[k] / 2], statuses_[k])));
         const int i = done_[k] / 2;
         Slot& sl = slots_[i];
         if (!sl.busy || reqs_[2 * i] != MPI_REQUEST_NULL || reqs_[2 * i + 1] != MPI_REQUEST_NULL) continue;
@@ -139,23 +141,29 @@ class Runner {
       return absl::OkStatus();
     }
     Slot& sl = slots_[slot];
-    sl = {lane, step, true, t.from, t.to, t.recv_bytes};
+    sl = {lane, step, true, t.from, t.to, t.recv_bytes, t.source};
+    const bool user = (t.tag & p2p::kUserTagBit) != 0;
+    const MPI_Comm comm = user ? w_.users : w_.comm;
+    const int tag = user ? t.tag & ~p2p::kUserTagBit : t.tag;
     CallLock lock;
     // The receive goes first so a rendezvous send from the peer matches at once.
-    if (t.from >= 0) {
-      RETURN_IF_ERROR(CheckMpi(MPI_Irecv(t.recv, static_cast<int>(t.recv_bytes), MPI_BYTE, t.from, t.tag, w_.comm,
+    if (p2p::Receives(t)) {
+      const int from = t.from == kAnySource ? MPI_ANY_SOURCE : t.from;
+      RETURN_IF_ERROR(CheckMpi(MPI_Irecv(t.recv, static_cast<int>(t.recv_bytes), MPI_BYTE, from, tag, comm,
                                          &reqs_[2 * slot]), "MPI_Irecv", t.from));
     }
     if (t.to >= 0) {
-      RETURN_IF_ERROR(CheckMpi(MPI_Isend(t.send, static_cast<int>(t.send_bytes), MPI_BYTE, t.to, t.tag, w_.comm,
+      RETURN_IF_ERROR(CheckMpi(MPI_Isend(t.send, static_cast<int>(t.send_bytes), MPI_BYTE, t.to, tag, comm,
                                          &reqs_[2 * slot + 1]), "MPI_Isend", t.to));
     }
     return absl::OkStatus();
   }
 
-  // A receive must bring exactly what it was posted for: a shorter message is
-  // another call's (a rank whose arguments differ), not this one's data.
-  absl::Status CheckReceived(const Slot& sl, const MPI_Status& st) const {
+  // A completed receive: from any rank, its sender is now known. It must
+  // bring exactly what it was posted for: a shorter message is another
+  // call's (a rank whose arguments differ), not this one's data.
+  absl::Status Received(Slot& sl, const MPI_Status& st) const {
+    if (sl.source != nullptr) sl.from = *sl.source = st.MPI_SOURCE;
     int got = 0;
     MPI_Get_count(&st, MPI_BYTE, &got);
     if (static_cast<size_t>(got) == sl.recv_bytes) return absl::OkStatus();
@@ -170,7 +178,7 @@ class Runner {
     if (!absl::IsDeadlineExceeded(s)) return s;
     std::string from, to;
     for (size_t i = 0; i < slots_.size(); ++i) {
-      if (reqs_[2 * i] != MPI_REQUEST_NULL) absl::StrAppend(&from, from.empty() ? "" : ",", slots_[i].from);
+      if (reqs_[2 * i] != MPI_REQUEST_NULL) absl::StrAppend(&from, from.empty() ? "" : ",", p2p::Peer(slots_[i].from));
       if (reqs_[2 * i + 1] != MPI_REQUEST_NULL) absl::StrAppend(&to, to.empty() ? "" : ",", slots_[i].to);
     }
     return absl::Status(s.code(), absl::StrCat(s.message(), "; still waiting to receive from rank(s) {", from,
@@ -199,13 +207,13 @@ class Runner {
 
 absl::Status RunPipeline(Schedule& s, int window, const WaitSpec& w) { return Runner(s, window, w).Run(); }
 
-p2p::Outbox::Wire SendWire(MPI_Comm comm) {
+p2p::Outbox::Wire SendWire(MPI_Comm users) {
   p2p::Outbox::Wire w;
-  w.post = [comm](const void* data, size_t bytes, int peer, int tag) -> absl::StatusOr<void*> {
+  w.post = [users](const void* data, size_t bytes, int peer, int tag) -> absl::StatusOr<void*> {
     auto req = std::make_unique<MPI_Request>(MPI_REQUEST_NULL);
     CallLock lock;
-    RETURN_IF_ERROR(CheckMpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, req.get()),
-                             "MPI_Isend", peer));
+    RETURN_IF_ERROR(CheckMpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag & ~p2p::kUserTagBit, users,
+                                       req.get()), "MPI_Isend", peer));
     return req.release();
   };
   w.test = [](void* handle) -> absl::StatusOr<bool> {

@@ -6,11 +6,13 @@
 //   RETURN_IF_ERROR(RunPipeline(ring, 4, wait));
 //
 // Transfers between two ranks with one tag are matched by MPI's
-// non-overtaking rule. The loop polls MPI_Testsome with p2p::Backoff (spin,
-// then sched_yield, then short sleeps), so several ranks sharing a core still
-// make progress. It returns Timeout after `timeout_ms` without any progress
-// and Aborted as soon as the owning communicator is aborted, cancelling its
-// receives first.
+// non-overtaking rule. A transfer whose tag carries p2p::kUserTagBit is a
+// user's point-to-point message: it travels on the communicator's duplicate
+// (WaitSpec::users) under the user's tag, so it never meets a collective's.
+// The loop polls MPI_Testsome with p2p::Backoff (spin, then sched_yield,
+// then short sleeps), so several ranks sharing a core still make progress.
+// It returns Timeout after `timeout_ms` without any progress and Aborted as
+// soon as the owning communicator is aborted, cancelling its receives first.
 #ifndef WEFT_COMM_MPI_PIPELINE_H_
 #define WEFT_COMM_MPI_PIPELINE_H_
 
@@ -43,6 +45,7 @@ struct WaitSpec {
   std::chrono::microseconds spin{0};    // p2p::Patience::spin
   const p2p::HangWatch* watch = nullptr;  // p2p::Patience::watch
   WaitPolicy policy = WaitPolicy::kYield;  // p2p::Patience::policy
+  MPI_Comm users = MPI_COMM_NULL;  // comm's duplicate, for the users' point-to-point messages
   operator p2p::Patience() const { return {rank, timeout_ms, owner, spin, watch, policy}; }  // NOLINT: a Backoff from a WaitSpec
 };
 
@@ -66,8 +69,9 @@ absl::Status WaitAll(int n, MPI_Request* reqs, const WaitSpec& w, const char* wh
 // Runs `s` to completion with up to `window` lanes in flight.
 absl::Status RunPipeline(Schedule& s, int window, const WaitSpec& w);
 
-// Eager sends (p2p/outbox.h) as MPI_Isend on `comm`, tested with MPI_Test.
-p2p::Outbox::Wire SendWire(MPI_Comm comm);
+// Eager sends (p2p/outbox.h) as MPI_Isend on `users` (the communicator's
+// duplicate) under the user's tag, tested with MPI_Test.
+p2p::Outbox::Wire SendWire(MPI_Comm users);
 
 // An MPI call's return code as a status ("MPI_Isend to rank 3: ...").
 absl::Status CheckMpi(int rc, const char* call, int peer = -1);

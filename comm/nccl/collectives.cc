@@ -127,14 +127,15 @@ absl::Status NcclComm::DoBroadcast(const void* send, void* recv, size_t count, D
                "ncclBroadcast");
 }
 
-absl::Status NcclComm::DoSend(const void* send, size_t count, DataType t, int peer, void* stream) {
+absl::Status NcclComm::DoSend(const void* send, size_t count, DataType t, int peer, int /*tag: 0*/, void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclSend");
   const Moved m = MovedAs(t);
   return Check(ncclSend(send, count * m.per, m.type, peer, comm_.load(), static_cast<cudaStream_t>(stream)),
                "ncclSend");
 }
 
-absl::Status NcclComm::DoRecv(void* recv, size_t count, DataType t, int peer, void* stream) {
+absl::Status NcclComm::DoRecv(void* recv, size_t count, DataType t, int peer, int /*tag: 0*/, int* /*null*/,
+                              void* stream) {
   WEFT_NCCL_ON_DEVICE("ncclRecv");
   const Moved m = MovedAs(t);
   return Check(ncclRecv(recv, count * m.per, m.type, peer, comm_.load(), static_cast<cudaStream_t>(stream)),

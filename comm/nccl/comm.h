@@ -67,8 +67,12 @@ class NcclComm final : public Communicator {
   // ncclSend / ncclRecv; gather, scatter and all-to-all are NCCL groups of
   // them (any NCCL from 2.7), so ranks that send to each other need a group
   // (Communicator::GroupStart) as in NCCL.
-  absl::Status DoSend(const void* send, size_t count, DataType t, int peer, void* stream) override;
-  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, void* stream) override;
+  absl::Status DoSend(const void* send, size_t count, DataType t, int peer, int tag, void* stream) override;
+  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, int tag, int* source, void* stream) override;
+  // torch's own NCCL backend ignores a tag; weft refuses it at the entry point.
+  const char* TagsUnsupported() const override {
+    return "NCCL's ncclSend/ncclRecv take no tag and name their peer (use tag 0 and a peer)";
+  }
   absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                         void* stream) override;
   absl::Status DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream) override;

@@ -165,19 +165,20 @@ absl::Status Decide(int rank, int size, absl::FunctionRef<Call(int)> call_of) {
   return s;
 }
 
-absl::Status CheckMessage(int rank, int from, const Call& expected, const Call& got) {
+absl::Status CheckMessage(int rank, int from, int tag, const Call& expected, const Call& got) {
   if (got.words[0] == expected.words[0] && got.words[1] == expected.words[1]) return absl::OkStatus();
   if (KindOf(got) != CallKind::kSend) {
-    return InvalidUsage("rank %d: a receive from rank %d met a message that is no send's header; this communicator "
-                        "is now unusable", rank, from);
+    return InvalidUsage("rank %d: a receive from rank %d on tag %d met a message that is no send's header; this "
+                        "communicator is now unusable", rank, from, tag);
   }
-  const std::string want = absl::StrFormat("recv(count %d, %s)", expected.words[1], Name(TypeOf(expected)));
+  const std::string want =
+      absl::StrFormat("recv(count %d, %s, tag %d)", expected.words[1], Name(TypeOf(expected)), tag);
   if (SeqOf(got) != SeqOf(expected)) {
-    return InvalidUsage("rank %d: %s from rank %d as receive number %d met its send number %d; this communicator "
-                        "is now unusable", rank, want, from, SeqOf(expected), SeqOf(got));
+    return InvalidUsage("rank %d: %s from rank %d as receive number %d of that tag met its send number %d; this "
+                        "communicator is now unusable", rank, want, from, SeqOf(expected), SeqOf(got));
   }
-  return InvalidUsage("rank %d called %s from rank %d, which called %s to it; this communicator is now unusable",
-                      rank, want, from, Describe(got));
+  return InvalidUsage("rank %d called %s from rank %d, which called %s to it on that tag; this communicator is now "
+                      "unusable", rank, want, from, Describe(got));
 }
 
 bool IsCallMismatch(const absl::Status& s) { return s.GetPayload(kMismatchUrl).has_value(); }

@@ -76,9 +76,10 @@ bool IsCallMismatch(const absl::Status& s);
 // 2^s), then Decide. Every rank learns every call, so it is a barrier too.
 absl::Status CheckCall(const Engine& e, const Call& mine);
 
-// A receive's check of the header that came first from `from` against the
-// send it expects (kSend: its count, dtype and number between the two).
-absl::Status CheckMessage(int rank, int from, const Call& expected, const Call& got);
+// A receive's check of the header that came first from `from` on `tag`
+// against the send it expects (kSend: its count, dtype and number between
+// the two on that tag).
+absl::Status CheckMessage(int rank, int from, int tag, const Call& expected, const Call& got);
 
 // Whether calls are checked (WEFT_CHECK_CALLS, default 1).
 bool CheckCalls();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/fault.h"
 #include "comm/p2p/check.h"
@@ -40,8 +41,7 @@ P2pComm::P2pComm(int rank, int size, const CommOptions& options, bool oversubscr
       wait_(options.wait != WaitPolicy::kDefault ? options.wait
             : oversubscribed                     ? WaitPolicy::kYield
                                                  : WaitPolicy::kBlock),
-      watch_(rank, size), check_(CheckCalls()),
-      sent_(static_cast<size_t>(size)), received_(static_cast<size_t>(size)) {}
+      watch_(rank, size), check_(CheckCalls()) {}
 
 P2pComm::~P2pComm() {
   if (broken()) static_cast<void>(scratch_.release());
@@ -280,29 +280,40 @@ absl::StatusOr<size_t> P2pComm::DoAllReduceReady(void* data, size_t reduced, siz
   return agreed;
 }
 
-absl::Status P2pComm::DoSend(const void* send, size_t count, DataType t, int peer, void*) {
+absl::Status P2pComm::DoSend(const void* send, size_t count, DataType t, int peer, int tag, void*) {
   RETURN_IF_ERROR(Usable());
   if (outbox_ == nullptr) {
-    outbox_ = std::make_unique<Outbox>(SendWire(), Wait(), EagerBytes(), kSendTag,
+    outbox_ = std::make_unique<Outbox>(SendWire(), Wait(), EagerBytes(),
                                        [this](const absl::Status& s) { RecordAsyncError(s); });
   }
   if (check_) {
     // The header goes first, on the same tag, so it is the receive's first message.
-    const Call header = Stamp(MakeCall(CallKind::kSend, t, count), sent_[static_cast<size_t>(peer)]++);
-    RETURN_IF_ERROR(outbox_->Send(header.words, sizeof(header.words), peer));
+    const Call header = Stamp(MakeCall(CallKind::kSend, t, count), sent_[{peer, tag}]++);
+    RETURN_IF_ERROR(outbox_->Send(header.words, sizeof(header.words), peer, UserTag(tag)));
   }
-  return outbox_->Send(send, count * ElementSize(t), peer);
+  return outbox_->Send(send, count * ElementSize(t), peer, UserTag(tag));
 }
 
-absl::Status P2pComm::DoRecv(void* recv, size_t count, DataType t, int peer, void*) {
+// From any rank, the first message names the sender (the header, or the
+// data's first message without WEFT_CHECK_CALLS), and the rest of the send
+// comes from it: a sender's messages of one tag arrive in its order.
+absl::Status P2pComm::DoRecv(void* recv, size_t count, DataType t, int peer, int tag, int* source, void*) {
   RETURN_IF_ERROR(Usable());
+  // A wait's report (hang.h) speaks of collectives: say which message this one waits for.
+  const std::string what = peer == kAnySource ? absl::StrFormat("from any rank on tag %d", tag)
+                                              : absl::StrFormat("from rank %d on tag %d", peer, tag);
+  int from = peer;
   if (check_) {
-    const Call want = Stamp(MakeCall(CallKind::kSend, t, count), received_[static_cast<size_t>(peer)]++);
     Call got;
-    RETURN_IF_ERROR(p2p::Receive(MakeEngine(), got.words, sizeof(got.words), peer, EagerBytes()));
-    RETURN_IF_ERROR(Settle(CheckMessage(rank(), peer, want, got)));
+    RETURN_IF_ERROR(
+        Annotate(p2p::Receive(MakeEngine(), got.words, sizeof(got.words), peer, tag, EagerBytes(), &from), what));
+    const Call want = Stamp(MakeCall(CallKind::kSend, t, count), received_[{from, tag}]++);
+    RETURN_IF_ERROR(Settle(CheckMessage(rank(), from, tag, want, got)));
   }
-  return p2p::Receive(MakeEngine(), recv, count * ElementSize(t), peer, EagerBytes());
+  RETURN_IF_ERROR(
+      Annotate(p2p::Receive(MakeEngine(), recv, count * ElementSize(t), from, tag, EagerBytes(), &from), what));
+  if (source != nullptr) *source = from;
+  return absl::OkStatus();
 }
 
 absl::Status P2pComm::DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void*) {

@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -96,8 +98,8 @@ class P2pComm : public Communicator, public DirectReduce {
   absl::Status DoBarrier() override;
   // Sends are eager (outbox.h); the rest are exchange.h's schedules, on one
   // node too (they move each byte once, as the shared-memory rounds would).
-  absl::Status DoSend(const void* send, size_t count, DataType t, int peer, void* stream) override;
-  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, void* stream) override;
+  absl::Status DoSend(const void* send, size_t count, DataType t, int peer, int tag, void* stream) override;
+  absl::Status DoRecv(void* recv, size_t count, DataType t, int peer, int tag, int* source, void* stream) override;
   absl::Status DoReduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                         void* stream) override;
   absl::Status DoGather(const void* send, void* recv, size_t sendcount, DataType t, int root, void* stream) override;
@@ -198,8 +200,8 @@ class P2pComm : public Communicator, public DirectReduce {
   // the world's check has already matched.
   bool check_;
   uint64_t checked_ = 0;  // point-to-point checks, the same count on every rank
-  // Per peer: sends and receives so far, numbered in their headers.
-  std::vector<uint64_t> sent_, received_;
+  // Per (peer, tag): sends and receives so far, numbered in their headers.
+  std::map<std::pair<int, int>, uint64_t> sent_, received_;
 };
 
 }  // namespace p2p

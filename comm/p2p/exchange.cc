@@ -21,28 +21,33 @@ std::pair<size_t, size_t> SegmentOf(size_t bytes, size_t seg, int s) {
   return {off, off < bytes ? std::min(seg, bytes - off) : 0};
 }
 
-// One lane, one message per step, all from one peer on kSendTag.
+// One lane, one message per step, all from one peer on one user tag. From
+// any rank: the engine writes the first message's sender to from_, which
+// the later steps then name.
 class ReceiveSchedule final : public Schedule {
  public:
-  ReceiveSchedule(void* recv, size_t bytes, int from, size_t message_bytes)
-      : recv_(static_cast<unsigned char*>(recv)), bytes_(bytes), from_(from), seg_(message_bytes) {}
+  ReceiveSchedule(void* recv, size_t bytes, int from, int tag, size_t message_bytes)
+      : recv_(static_cast<unsigned char*>(recv)), bytes_(bytes), from_(from), tag_(UserTag(tag)), seg_(message_bytes) {}
   size_t lanes() const override { return 1; }
   int steps() const override { return static_cast<int>(Segments(bytes_, seg_)); }
   Transfer Post(size_t, int, int step) override {
     const auto [off, len] = SegmentOf(bytes_, seg_, step);
     Transfer x;
     x.from = from_;
+    if (from_ == kAnySource) x.source = &from_;
     x.recv = recv_ + off;
     x.recv_bytes = len;
-    x.tag = kSendTag;
+    x.tag = tag_;
     return x;
   }
   void Complete(size_t, int, int) override {}
+  int from() const { return from_; }
 
  private:
   unsigned char* recv_;
   size_t bytes_;
   int from_;
+  int tag_;
   size_t seg_;
 };
 
@@ -177,10 +182,13 @@ absl::Status Reduce(const Engine& e, const void* send, void* recv, size_t count,
   return RunExchange(e, std::move(blocks));
 }
 
-absl::Status Receive(const Engine& e, void* recv, size_t bytes, int from, size_t message_bytes) {
+absl::Status Receive(const Engine& e, void* recv, size_t bytes, int from, int tag, size_t message_bytes,
+                     int* source) {
   if (bytes == 0) return absl::OkStatus();
-  ReceiveSchedule s(recv, bytes, from, message_bytes);
-  return e.run(s, 1);
+  ReceiveSchedule s(recv, bytes, from, tag, message_bytes);
+  RETURN_IF_ERROR(e.run(s, 1));
+  if (source != nullptr) *source = s.from();
+  return absl::OkStatus();
 }
 
 }  // namespace p2p

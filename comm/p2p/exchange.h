@@ -33,11 +33,16 @@
 namespace weft {
 namespace p2p {
 
-// The tag of eager sends and their receives: above every collective's tags
-// (a lane, a slot or a step: below the rank count or the window), within
-// MPI's guaranteed tag range and UCX's 24 bits.
-inline constexpr int kSendTag = 32767;
-// The tag of the calls' fingerprints (check.h), below kSendTag.
+// Point-to-point messages (eager sends and their receives) travel apart
+// from every collective's: a Transfer's tag with this bit set is the user's
+// tag below it, in a tag space of its own on the wire (MPI: a duplicate of
+// the communicator; UCX: this bit of its 24-bit tag field, above every
+// collective's tag: a lane, a slot or a step, below the rank count or the
+// window), so no tag a user picks can meet a collective's message.
+inline constexpr int kUserTagBit = 1 << 23;
+inline constexpr int UserTag(int tag) { return kUserTagBit | tag; }
+// The tag of the calls' fingerprints (check.h), within MPI's guaranteed
+// tag range.
 inline constexpr int kCheckTag = 32766;
 
 class ExchangeSchedule final : public Schedule {
@@ -70,10 +75,13 @@ absl::Status AllToAllv(const Engine& e, const void* send, const std::vector<size
                        const std::vector<size_t>& sdispls, void* recv, const std::vector<size_t>& recvcounts,
                        const std::vector<size_t>& rdispls, DataType t);
 absl::Status Reduce(const Engine& e, const void* send, void* recv, size_t count, DataType t, RedOp op, int root);
-// The receiving end of an eager send of `bytes` from `from`, which the
-// sender cut into messages of at most `message_bytes` (Outbox): they are
-// received one after another, in order, on kSendTag.
-absl::Status Receive(const Engine& e, void* recv, size_t bytes, int from, size_t message_bytes);
+// The receiving end of an eager send of `bytes` from `from` on the user's
+// `tag`, which the sender cut into messages of at most `message_bytes`
+// (Outbox): they are received one after another, in order, on UserTag(tag).
+// `from` kAnySource: the first message from any rank, the rest from its
+// sender. The sender goes to *source (when not null) once all are in.
+absl::Status Receive(const Engine& e, void* recv, size_t bytes, int from, int tag, size_t message_bytes,
+                     int* source = nullptr);
 
 }  // namespace p2p
 }  // namespace weft

@@ -22,9 +22,9 @@ constexpr auto kLongestWait = std::chrono::milliseconds(1);
 
 }  // namespace
 
-Outbox::Outbox(Wire wire, const Patience& patience, size_t message_bytes, int tag,
+Outbox::Outbox(Wire wire, const Patience& patience, size_t message_bytes,
                std::function<void(const absl::Status&)> on_error)
-    : wire_(std::move(wire)), patience_(patience), message_bytes_(std::max<size_t>(message_bytes, 1)), tag_(tag),
+    : wire_(std::move(wire)), patience_(patience), message_bytes_(std::max<size_t>(message_bytes, 1)),
       on_error_(std::move(on_error)), thread_([this] { Run(); }) {}
 
 Outbox::~Outbox() {
@@ -42,7 +42,7 @@ absl::Status Outbox::status() const {
   return failed_;
 }
 
-absl::Status Outbox::Send(const void* data, size_t bytes, int peer) {
+absl::Status Outbox::Send(const void* data, size_t bytes, int peer, int tag) {
   auto copy = std::make_shared<std::vector<unsigned char>>(bytes);
   if (bytes > 0) std::memcpy(copy->data(), data, bytes);
   {
@@ -52,7 +52,7 @@ absl::Status Outbox::Send(const void* data, size_t bytes, int peer) {
                           failed_.message());
     }
     for (size_t off = 0; off < bytes; off += message_bytes_) {
-      incoming_.push_back({copy, off, std::min(message_bytes_, bytes - off), peer, nullptr});
+      incoming_.push_back({copy, off, std::min(message_bytes_, bytes - off), peer, tag, nullptr});
       ++pending_;
     }
   }
@@ -69,18 +69,22 @@ absl::StatusOr<bool> Outbox::Step() {
       continue;
     }
     --flying_to_[static_cast<size_t>(flying_[i].peer)];
+    --queues_[{flying_[i].peer, flying_[i].tag}].flying;
     flying_[i] = std::move(flying_.back());
     flying_.pop_back();
     moved = true;
     std::lock_guard<std::mutex> lock(mu_);
     --pending_;
   }
-  for (size_t peer = 0; peer < waiting_.size(); ++peer) {
-    std::deque<Message>& q = waiting_[peer];
-    while (!q.empty() && flying_to_[peer] < kInFlight) {
-      Message m = std::move(q.front());
-      q.pop_front();
-      ASSIGN_OR_RETURN(m.handle, wire_.post(m.data->data() + m.offset, m.bytes, m.peer, tag_));
+  for (auto it = queues_.begin(); it != queues_.end();) {
+    Queue& q = it->second;
+    const auto peer = static_cast<size_t>(it->first.first);
+    // A tag with nothing in flight always posts: its receiver may be
+    // waiting for it while another tag's messages wait for their receives.
+    while (!q.waiting.empty() && (q.flying == 0 || flying_to_[peer] < kInFlight)) {
+      Message m = std::move(q.waiting.front());
+      q.waiting.pop_front();
+      ASSIGN_OR_RETURN(m.handle, wire_.post(m.data->data() + m.offset, m.bytes, m.peer, m.tag));
       moved = true;
       if (m.handle == nullptr) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -88,8 +92,10 @@ absl::StatusOr<bool> Outbox::Step() {
         continue;
       }
       ++flying_to_[peer];
+      ++q.flying;
       flying_.push_back(std::move(m));
     }
+    it = q.waiting.empty() && q.flying == 0 ? queues_.erase(it) : std::next(it);
   }
   return moved;
 }
@@ -102,7 +108,7 @@ void Outbox::Fail(const absl::Status& s) {
     static_cast<void>(new std::shared_ptr<std::vector<unsigned char>>(std::move(m.data)));
   }
   flying_.clear();
-  for (auto& q : waiting_) q.clear();
+  queues_.clear();
   std::fill(flying_to_.begin(), flying_to_.end(), 0);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -120,8 +126,7 @@ void Outbox::Run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      const auto busy = [&] { return !flying_.empty() || std::any_of(waiting_.begin(), waiting_.end(),
-                                                                      [](const auto& q) { return !q.empty(); }); };
+      const auto busy = [&] { return !flying_.empty() || !queues_.empty(); };
       if (!busy()) {
         cv_.notify_all();  // drained: the destructor may be waiting
         cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
@@ -132,8 +137,8 @@ void Outbox::Run() {
       for (; !incoming_.empty(); incoming_.pop_front()) {
         Message& m = incoming_.front();
         const auto peer = static_cast<size_t>(m.peer);
-        if (peer >= waiting_.size()) waiting_.resize(peer + 1), flying_to_.resize(peer + 1, 0);
-        waiting_[peer].push_back(std::move(m));
+        if (peer >= flying_to_.size()) flying_to_.resize(peer + 1, 0);
+        queues_[{m.peer, m.tag}].waiting.push_back(std::move(m));
       }
     }
     absl::StatusOr<bool> moved = Step();

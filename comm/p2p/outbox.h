@@ -6,10 +6,13 @@
 // wire (Wire: MPI_Isend, or a UCP tag send) and polls them until they are
 // delivered, so a transfer that needs the sender's progress (a rendezvous
 // over TCP) completes while the application computes or waits elsewhere.
-// Messages to one peer are posted in the order they were sent and at most
-// kInFlight at once (many outstanding rendezvous transfers per peer hung UCX
-// with CMA); messages to different peers go independently, so no send waits
-// behind one whose receiver is late. A message is at most `message_bytes`
+// Messages to one peer on one tag are posted in the order they were sent;
+// at most kInFlight messages to one peer are in flight at once (many
+// outstanding rendezvous transfers per peer hung UCX with CMA), except that
+// a tag with none in flight may always post its next one. Messages to
+// different peers, or on different tags, go independently, so no send waits
+// behind one whose receiver is late (a receiver may take the tags in
+// another order than they were sent). A message is at most `message_bytes`
 // (a send of more is several, which the receiver takes in order:
 // exchange.h's Receive).
 //
@@ -20,7 +23,7 @@
 // the outbox does and sleeps while nothing is queued.
 //
 //   Outbox out(wire, patience, 16 << 20, on_error);
-//   RETURN_IF_ERROR(out.Send(buf, bytes, peer));   // returns at once
+//   RETURN_IF_ERROR(out.Send(buf, bytes, peer, tag));   // returns at once
 #ifndef WEFT_COMM_P2P_OUTBOX_H_
 #define WEFT_COMM_P2P_OUTBOX_H_
 
@@ -28,9 +31,11 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,16 +61,16 @@ class Outbox {
   };
   static constexpr int kInFlight = 16;  // per peer
 
-  Outbox(Wire wire, const Patience& patience, size_t message_bytes, int tag,
-         std::function<void(const absl::Status&)> on_error);
+  Outbox(Wire wire, const Patience& patience, size_t message_bytes, std::function<void(const absl::Status&)> on_error);
   // Waits until every message is delivered (or the outbox failed), then
   // stops the thread.
   ~Outbox();
   Outbox(const Outbox&) = delete;
   Outbox& operator=(const Outbox&) = delete;
 
-  // Copies data[0, bytes) for `peer` and returns; refused once the outbox failed.
-  absl::Status Send(const void* data, size_t bytes, int peer);
+  // Copies data[0, bytes) for `peer` on the wire's `tag` and returns;
+  // refused once the outbox failed.
+  absl::Status Send(const void* data, size_t bytes, int peer, int tag);
   // OK, or the failure that stopped the outbox.
   absl::Status status() const;
   size_t message_bytes() const { return message_bytes_; }
@@ -75,7 +80,13 @@ class Outbox {
     std::shared_ptr<std::vector<unsigned char>> data;  // shared by the messages of one send
     size_t offset = 0, bytes = 0;
     int peer = -1;
+    int tag = 0;
     void* handle = nullptr;
+  };
+  // The messages of one (peer, tag) not yet posted, and how many are in flight.
+  struct Queue {
+    std::deque<Message> waiting;
+    int flying = 0;
   };
   void Run();
   // Posts what may go and tests what is in flight; true when anything moved.
@@ -85,7 +96,6 @@ class Outbox {
   const Wire wire_;
   const Patience patience_;
   const size_t message_bytes_;
-  const int tag_;
   const std::function<void(const absl::Status&)> on_error_;
 
   mutable std::mutex mu_;
@@ -96,7 +106,7 @@ class Outbox {
   absl::Status failed_;
 
   // The thread's own.
-  std::vector<std::deque<Message>> waiting_;  // by peer, in send order
+  std::map<std::pair<int, int>, Queue> queues_;  // by (peer, tag), in send order; erased once idle
   std::vector<Message> flying_;
   std::vector<int> flying_to_;  // by peer
 

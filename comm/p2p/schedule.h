@@ -21,13 +21,18 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "comm/communicator.h"
 
 namespace weft {
 namespace p2p {
 
-// One lane's traffic at one step. `to` / `from` < 0: no send / no receive.
+// One lane's traffic at one step. `to` / `from` -1: no send / no receive.
+// `from` kAnySource: a receive from any rank, whose sender the engine writes
+// to *source once it has completed.
 struct Transfer {
   const void* send = nullptr;
   size_t send_bytes = 0;
@@ -36,7 +41,11 @@ struct Transfer {
   size_t recv_bytes = 0;
   int from = -1;
   int tag = 0;
+  int* source = nullptr;
 };
+inline bool Receives(const Transfer& t) { return t.from >= 0 || t.from == kAnySource; }
+// A transfer's peer in a message: its rank, or "any".
+inline std::string Peer(int rank) { return rank == kAnySource ? "any" : std::to_string(rank); }
 
 class Schedule {
  public:
@@ -62,7 +71,7 @@ inline bool NextTransfer(Schedule& s, size_t window, int slot, size_t* lane, int
       if (*lane >= s.lanes()) return false;
     }
     *t = s.Post(*lane, slot, *step);
-    if (t->from >= 0 || t->to >= 0) return true;
+    if (Receives(*t) || t->to >= 0) return true;
     s.Complete(*lane, slot, *step);
     ++*step;
   }

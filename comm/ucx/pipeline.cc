@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "comm/p2p/exchange.h"
 #include "core/status.h"
 
 namespace weft {
@@ -13,10 +14,21 @@ namespace {
 
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
 
+// Users' point-to-point tags live above kUserTagBit within the schedule's
+// field; every collective's tag (a lane, a slot, a step) is below the rank
+// count or the window, so below the bit too.
+static_assert(p2p::kUserTagBit + kMaxTag < (1 << kTagBits), "user tags fit the schedule's tag field");
+static_assert(kMaxRanks <= p2p::kUserTagBit, "a collective's lane tags stay below the users' tags");
+
 ucp_tag_t MakeTag(uint32_t id, int sender, int tag) {
   return (ucp_tag_t{id} << (kRankBits + kTagBits)) | (ucp_tag_t(static_cast<uint32_t>(sender)) << kTagBits) |
          ucp_tag_t(static_cast<uint32_t>(tag) & ((1u << kTagBits) - 1));
 }
+
+// A receive from any rank matches every sender's rank bits.
+constexpr ucp_tag_t kRankField = ((ucp_tag_t{1} << kRankBits) - 1) << kTagBits;
+constexpr ucp_tag_t kAnySenderMask = kFullMask & ~kRankField;
+int SenderOf(ucp_tag_t tag) { return static_cast<int>((tag & kRankField) >> kTagBits); }
 
 struct Slot {
   size_t lane = 0;
@@ -26,6 +38,7 @@ struct Slot {
   void* recv = nullptr;  // UCP requests in flight (null: done or none)
   void* send = nullptr;
   size_t recv_bytes = 0;  // what the receive was posted for
+  int* source = nullptr;  // a receive from any rank: where its sender goes
 };
 
 class Runner {
@@ -96,8 +109,7 @@ class Runner {
     return Failed(st, what, peer);
   }
 
-  // A receive as Reap, which must also bring exactly what it was posted for:
-  // a shorter message is another call's (a rank whose arguments differ).
+  // A receive as Reap, then Received.
   absl::Status ReapReceive(Slot& sl) {
     if (sl.recv == nullptr) return absl::OkStatus();
     ucp_tag_recv_info_t info;
@@ -107,25 +119,35 @@ class Runner {
     ucp_request_free(sl.recv);
     sl.recv = nullptr;
     RETURN_IF_ERROR(Failed(st, "receive from", sl.from));
+    return Received(sl, info);
+  }
+
+  // A completed receive: from any rank, its sender is now known. It must
+  // bring exactly what it was posted for: a shorter message is another
+  // call's (a rank whose arguments differ).
+  absl::Status Received(Slot& sl, const ucp_tag_recv_info_t& info) const {
+    if (sl.source != nullptr) sl.from = *sl.source = SenderOf(info.sender_tag);
     if (info.length == sl.recv_bytes) return absl::OkStatus();
     return InvalidUsage("rank %d: a message from rank %d has %zu bytes where this collective expects %zu: the ranks "
                         "passed different arguments (count, type, root) or issued different collectives", link_.rank,
                         sl.from, static_cast<size_t>(info.length), sl.recv_bytes);
   }
 
+  // `peer` may be kAnySource (a receive from any rank that failed).
   absl::Status Failed(ucs_status_t st, const char* what, int peer) const {
     if (st == UCS_OK) return absl::OkStatus();
+    const std::string who = p2p::Peer(peer);
     if (st == UCS_ERR_MESSAGE_TRUNCATED) {
-      return InvalidUsage("rank %d: a message from rank %d has more bytes than the receive this collective posted "
+      return InvalidUsage("rank %d: a message from rank %s has more bytes than the receive this collective posted "
                           "for it: the ranks passed different arguments (count, type, root) or issued different "
-                          "collectives", link_.rank, peer);
+                          "collectives", link_.rank, who);
     }
     if (st == UCS_ERR_CONNECTION_RESET || st == UCS_ERR_ENDPOINT_TIMEOUT || st == UCS_ERR_UNREACHABLE ||
         st == UCS_ERR_REJECTED) {
-      return RemoteError("rank %d: UCX %s rank %d failed: %s: rank %d has exited or lost its connection", link_.rank,
-                         what, peer, ucs_status_string(st), peer);
+      return RemoteError("rank %d: UCX %s rank %s failed: %s: rank %s has exited or lost its connection", link_.rank,
+                         what, who, ucs_status_string(st), who);
     }
-    return SystemError("rank %d: UCX %s rank %d failed: %s", link_.rank, what, peer, ucs_status_string(st));
+    return SystemError("rank %d: UCX %s rank %s failed: %s", link_.rank, what, who, ucs_status_string(st));
   }
 
   // Posts (lane, step) in `slot`, running through steps that move nothing;
@@ -143,13 +165,20 @@ class Runner {
     sl.from = t.from;
     sl.to = t.to;
     sl.recv_bytes = t.recv_bytes;
+    sl.source = t.source;
     Node::Lock lock(*link_.node);
     ucp_request_param_t param;
     std::memset(&param, 0, sizeof(param));
     // The receive goes first so the peer's message matches it at once.
-    if (t.from >= 0) {
-      ucs_status_ptr_t r = ucp_tag_recv_nbx(link_.node->worker(), t.recv, t.recv_bytes,
-                                            MakeTag(link_.id, t.from, t.tag), kFullMask, &param);
+    if (p2p::Receives(t)) {
+      const bool any = t.from == kAnySource;
+      const ucp_tag_t tag = MakeTag(link_.id, any ? 0 : t.from, t.tag);
+      // Always a request, tested in ReapReceive: what came (its length and
+      // sender) is known from it alone.
+      ucp_request_param_t rparam = param;
+      rparam.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+      ucs_status_ptr_t r = ucp_tag_recv_nbx(link_.node->worker(), t.recv, t.recv_bytes, tag,
+                                            any ? kAnySenderMask : kFullMask, &rparam);
       // A message already waiting may fail the receive at once (truncated, say).
       if (UCS_PTR_IS_ERR(r)) return Failed(UCS_PTR_STATUS(r), "receive from", t.from);
       sl.recv = r;
@@ -173,7 +202,7 @@ class Runner {
     if (!absl::IsDeadlineExceeded(s)) return s;
     std::string from, to;
     for (const Slot& sl : slots_) {
-      if (sl.recv != nullptr) absl::StrAppend(&from, from.empty() ? "" : ",", sl.from);
+      if (sl.recv != nullptr) absl::StrAppend(&from, from.empty() ? "" : ",", p2p::Peer(sl.from));
       if (sl.send != nullptr) absl::StrAppend(&to, to.empty() ? "" : ",", sl.to);
     }
     return absl::Status(s.code(), absl::StrCat(s.message(), "; still waiting to receive from rank(s) {", from,

@@ -8,7 +8,9 @@
 // schedule's tag (24), and receives match all of it: communicators share the
 // worker without seeing each other's traffic, and UCP's tag matching keeps
 // the order of messages from one sender with one tag, which is all the
-// schedules need (as MPI's non-overtaking rule).
+// schedules need (as MPI's non-overtaking rule). The users' point-to-point
+// messages carry p2p::kUserTagBit in the schedule's tag, above every
+// collective's, so no user tag meets a collective's message.
 //
 //   Link link{node, id, rank, peers};
 //   RETURN_IF_ERROR(RunPipeline(ring, window, link, {rank, timeout_ms, this, spin}));

@@ -62,6 +62,43 @@ weftResult_t weftSend(const void* sendbuf, size_t count, weftDataType_t dtype, i
                       void* stream);
 weftResult_t weftRecv(void* recvbuf, size_t count, weftDataType_t dtype, int peer, weftComm_t comm, void* stream);
 
+/* Tags, as MPI's: a tag is in [0, WEFT_TAG_MAX], the range every MPI
+ * guarantees (MPI_TAG_UB >= 32767). */
+#define WEFT_TAG_MAX 32767
+
+/* Point-to-point with a tag. A message sent with weftSendTagged on `tag`
+ * matches only a receive of the same tag from this rank (weftRecvTagged, or
+ * weftRecvAnySource). Between two ranks the messages of one tag match in
+ * the order each issued them; messages of different tags are independent, so
+ * a receive may take a message sent after one of another tag, and a send
+ * never waits behind a message of another tag. Tag 0 is weftSend/weftRecv:
+ * weftSend(b, n, t, p, comm, s) is weftSendTagged(b, n, t, p, 0, comm, s).
+ * A tag outside [0, WEFT_TAG_MAX] is weftInvalidArgument naming it.
+ * Everything else is as for weftSend/weftRecv: the argument checks, eager
+ * sends on host memory, streams, groups, the timeout.
+ *  - CUDA memory (NCCL): NCCL has no tags; a tag other than 0 is
+ *    weftUnsupported (weft does not drop it silently). */
+weftResult_t weftSendTagged(const void* sendbuf, size_t count, weftDataType_t dtype, int peer, int tag,
+                            weftComm_t comm, void* stream);
+weftResult_t weftRecvTagged(void* recvbuf, size_t count, weftDataType_t dtype, int peer, int tag, weftComm_t comm,
+                            void* stream);
+
+/* A receive from any rank, as MPI_ANY_SOURCE: it matches the next message of
+ * `tag` sent to this rank by any rank (itself included), whichever the
+ * transport finds first; each sender's messages of one tag are still taken
+ * in that sender's order. Its count and type must be that send's. When the
+ * receive completes, *source is the sender's rank, as MPI_Status tells it:
+ * on return with stream NULL (outside a group), once weftGroupEnd has
+ * returned inside one, once the host stream has synchronised otherwise.
+ * From the call until then *source is -1, and it stays -1 if the receive
+ * fails; it must stay valid until then, and each pending receive needs its
+ * own. source may be NULL (the sender is not reported). count 0 matches
+ * nothing (*source is -1). The tag and every other argument are checked as
+ * weftRecvTagged checks them.
+ *  - CUDA memory (NCCL): NCCL's receives name their peer: weftUnsupported. */
+weftResult_t weftRecvAnySource(void* recvbuf, size_t count, weftDataType_t dtype, int tag, int* source,
+                               weftComm_t comm, void* stream);
+
 /* recvbuf[i] on root = op over ranks of sendbuf[i], for i < count; recvbuf is
  * only written (and read) on root and may be NULL elsewhere. In place on root
  * when sendbuf == recvbuf. Host memory: the same inputs give the same bits on

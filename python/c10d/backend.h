@@ -43,6 +43,9 @@ class WeftWork : public c10d::Work {
   void synchronize() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override;
+  // A recv from any source: the sender, once wait() has returned (-1 before,
+  // or when it failed). Any other Work: torch's refusal.
+  int sourceRank() const override;
 
  private:
   friend class WeftBackend;
@@ -69,6 +72,7 @@ class WeftWork : public c10d::Work {
   bool open_ = false;  // a coalesced group before endCoalescing: more may join it
   bool grouped_ = false;  // its calls are in an open weftGroupStart (on the issuing thread)
   int device_ = -1;       // CUDA: the device of a coalesced group
+  std::shared_ptr<int> source_;  // a recv from any source: where weft writes the sender
   std::shared_ptr<CudaDone> done_;           // CUDA: its end on the communicator's stream
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
@@ -121,9 +125,9 @@ class WeftBackend : public c10d::Backend {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
-  // Refused, naming themselves: weft's receives name their peer, and lists
-  // of lists are deprecated in torch.
+  // CPU tensors; the Work's sourceRank() is the sender.
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  // Refused, naming itself: lists of lists are deprecated in torch.
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override;
@@ -139,7 +143,7 @@ class WeftBackend : public c10d::Backend {
   // Host work, once its collectives are enqueued: completes on its stream.
   void Finish(const c10::intrusive_ptr<WeftWork>& work);
   CudaOrder& Order(int device);
-  void CheckP2p(const char* op, int peer, int tag);
+  void CheckP2p(const char* op, const at::Tensor& t, int peer, int tag);
   weftResult_t EndGroup(WeftWork& work);
   void AbandonGroup();
 

@@ -194,11 +194,23 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall(std::vector<at::Tensor>& ou
   return op.Issue(outputs);
 }
 
-// Point-to-point: weft has no tags, so only torch's default tag 0 is taken.
+namespace {
+
+// Point-to-point: torch's tag is weft's. On CUDA tensors NCCL has no tags:
+// torch's own NCCL backend ignores one, weft refuses it rather than match
+// by order, before the group's CUDA communicator would be made for it.
 // Inside a coalesced group (batch_isend_irecv) they join its weft group.
-void WeftBackend::CheckP2p(const char* op, int peer, int tag) {
-  TORCH_CHECK_VALUE(tag == 0, "weft: ", op, ": tag ", tag, "; weft matches sends and receives by order, not by tag "
-                    "(use tag 0)");
+void CheckTag(const char* op, const at::Tensor& t, int tag) {
+  TORCH_CHECK_VALUE(tag >= 0 && tag <= WEFT_TAG_MAX, "weft: ", op, ": tag ", tag, " is outside [0, ", WEFT_TAG_MAX,
+                    "] (WEFT_TAG_MAX)");
+  TORCH_CHECK_VALUE(tag == 0 || !t.device().is_cuda(), "weft: ", op, ": tag ", tag, " on a CUDA tensor: NCCL has no "
+                    "tags, so CUDA tensors take tag 0 (or use CPU tensors)");
+}
+
+}  // namespace
+
+void WeftBackend::CheckP2p(const char* op, const at::Tensor& t, int peer, int tag) {
+  CheckTag(op, t, tag);
   TORCH_CHECK_VALUE(peer >= 0 && peer < getSize(), "weft: ", op, ": peer ", peer, " is outside the group of ", getSize());
 }
 
@@ -208,12 +220,12 @@ void WeftBackend::CheckP2p(const char* op, int peer, int tag) {
 c10::intrusive_ptr<c10d::Work> WeftBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   try {
     const at::Tensor& t = One("send", tensors);
-    CheckP2p("send", dst, tag);
+    CheckP2p("send", t, dst, tag);
     Op op(*this, "send", c10d::OpType::SEND, t);
     const Typed ty = MovedAs(t);
     at::Tensor in = op.In(t);
-    op.Call([in, ty, dst](weftComm_t c, void* s) {
-      return weftSend(in.data_ptr(), Count(in, ty), ty.dtype, dst, c, s);
+    op.Call([in, ty, dst, tag](weftComm_t c, void* s) {
+      return weftSendTagged(in.data_ptr(), Count(in, ty), ty.dtype, dst, tag, c, s);
     });
     return op.Issue(tensors);
   } catch (...) {
@@ -225,12 +237,12 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::send(std::vector<at::Tensor>& tensor
 c10::intrusive_ptr<c10d::Work> WeftBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   try {
     const at::Tensor& t = One("recv", tensors);
-    CheckP2p("recv", src, tag);
+    CheckP2p("recv", t, src, tag);
     Op op(*this, "recv", c10d::OpType::RECV, t);
     const Typed ty = MovedAs(t);
     at::Tensor out = op.Out(t, /*read=*/false);
-    op.Call([out, ty, src](weftComm_t c, void* s) {
-      return weftRecv(out.data_ptr(), Count(out, ty), ty.dtype, src, c, s);
+    op.Call([out, ty, src, tag](weftComm_t c, void* s) {
+      return weftRecvTagged(out.data_ptr(), Count(out, ty), ty.dtype, src, tag, c, s);
     });
     return op.Issue(tensors);
   } catch (...) {
@@ -239,10 +251,31 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::recv(std::vector<at::Tensor>& tensor
   }
 }
 
-c10::intrusive_ptr<c10d::Work> WeftBackend::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "weft: recv from any source is not in weft's C ABI (weftRecv names its peer); "
-                              "give recv a src");
+// torch's recv without a src: weft writes the sender into the Work, whose
+// sourceRank() torch reads once it has waited for it.
+c10::intrusive_ptr<c10d::Work> WeftBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  try {
+    const at::Tensor& t = One("recv", tensors);
+    TORCH_CHECK_NOT_IMPLEMENTED(!t.device().is_cuda(), "weft: recv from any source of a CUDA tensor: NCCL's "
+                                "receives name their peer; give recv a src, or use CPU tensors");
+    CheckTag("recv", t, tag);
+    Op op(*this, "recv", c10d::OpType::RECVANYSOURCE, t);
+    const Typed ty = MovedAs(t);
+    at::Tensor out = op.Out(t, /*read=*/false);
+    auto source = std::make_shared<int>(-1);
+    op.Call([out, ty, tag, source](weftComm_t c, void* s) {
+      return weftRecvAnySource(out.data_ptr(), Count(out, ty), ty.dtype, tag, source.get(), c, s);
+    });
+    c10::intrusive_ptr<c10d::Work> work = op.Issue(tensors);
+    // In a coalesced group the Work is the group's, of several calls: no one source.
+    if (!coalescing_) static_cast<WeftWork*>(work.get())->source_ = std::move(source);
+    return work;
+  } catch (...) {
+    if (coalescing_) AbandonGroup();
+    throw;
+  }
 }
+
 c10::intrusive_ptr<c10d::Work> WeftBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
                                                                 std::vector<at::Tensor>&, const c10d::AllgatherOptions&) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "weft: all_gather_coalesced (lists of lists, deprecated in torch) is not "

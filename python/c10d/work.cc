@@ -42,6 +42,11 @@ c10::intrusive_ptr<c10::ivalue::Future> WeftWork::getFuture() { return future_; 
 
 std::vector<at::Tensor> WeftWork::result() { return outputs_; }
 
+int WeftWork::sourceRank() const {
+  if (!source_) return c10d::Work::sourceRank();
+  return *source_;
+}
+
 void WeftWork::OnStreamDone(weftStream_t stream, weftResult_t status, void* arg) {
   // The reference Finish took for this callback.
   auto work = c10::intrusive_ptr<WeftWork>::reclaim(static_cast<WeftWork*>(arg));

@@ -228,6 +228,9 @@ SIGNATURES = {
     "weftAllGather": (_R, [_H, _H, _SZ, _I, _H, _H]),
     "weftBroadcast": (_R, [_H, _H, _SZ, _I, _I, _H, _H]),
     "weftBarrier": (_R, [_H]),
+    "weftSendTagged": (_R, [_H, _SZ, _I, _I, _I, _H, _H]),
+    "weftRecvTagged": (_R, [_H, _SZ, _I, _I, _I, _H, _H]),
+    "weftRecvAnySource": (_R, [_H, _SZ, _I, _I, c_int_p, _H, _H]),
     # weft/kernels.h
     "weftFlattenEx": (_R, [_tensor_p, _I, _H, _I, _size_p, _F, _kcfg_p, _H]),
     "weftUnflattenEx": (_R, [_H, _I, _size_p, _tensor_p, _I, _F, _I, _kcfg_p, _H]),

@@ -3,6 +3,8 @@
     comm = weft.init()                    # mpirun: MPI_COMM_WORLD; alone: one rank
     comm.all_reduce(grad, op="avg")       # in place, torch tensor or numpy array
     comm.broadcast(param, root=0)
+    comm.send(x, peer=1, tag=7)           # matched by comm.recv(y, peer=0, tag=7) on rank 1
+    sender = comm.recv(y, tag=7)          # from any rank: returns the sender's rank
 
     comm = weft.init(backend="nccl")      # CUDA memory over NCCL (or weft.init(device=local_rank))
     comm.all_reduce(cuda_grad, op="avg")  # enqueued on torch's current stream
@@ -27,6 +29,7 @@ from . import _lib
 from ._tensors import MEMORY_KINDS, describe, keep_alive, op_code, stream_handle
 
 BACKENDS = {"auto": 0, "inprocess": 1, "mpi": 2, "nccl": 3, "ucx": 4}
+TAG_MAX = 32767  # WEFT_TAG_MAX: point-to-point tags are in [0, TAG_MAX]
 # weftWaitPolicy_t (weft/comm.h): how the host backends wait for peers.
 # "default" is $WEFT_WAIT, else "block", or "yield" on a node that runs more
 # ranks than it has cores. The in-process backend and NCCL ignore it.
@@ -38,6 +41,22 @@ def _wait_code(wait, caller):
     if not isinstance(wait, str) or wait not in WAIT_POLICIES:
         raise ValueError("%s: wait=%r is not one of %s" % (caller, wait, ", ".join(repr(w) for w in WAIT_POLICIES)))
     return WAIT_POLICIES[wait]
+
+
+class PendingSource:
+    """The sender of a receive from any rank enqueued on a weft.Stream: .rank once the stream has synchronised."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._cell = ctypes.c_int(-1)
+
+    @property
+    def rank(self):
+        """The sender's rank (-1 for a receive of 0 elements, which matches nothing, or one that failed); a
+        ValueError while the stream has not run it yet."""
+        if self._stream is not None and not self._stream.query():
+            raise ValueError("weft: the receive from any source has not completed: synchronise its stream first")
+        return self._cell.value
 
 
 class Communicator:
@@ -117,6 +136,26 @@ class Communicator:
                              "of the output's type %d" % (n, t, self.size, m, u))
         _lib.call("weftReduceScatter", src, dst, m, t, op_code(op), self.handle, s)
         return output
+
+    def send(self, tensor, peer, tag=0, stream=None):
+        """Sends tensor to rank `peer` on `tag` (0..TAG_MAX), as weftSendTagged: it matches a recv of that tag
+        from this rank, in order among that tag's messages. Host memory: returns (or completes on the stream)
+        once the data is copied, without waiting for the receiver."""
+        (p, n, t), _, s = self._args(tensor, tensor, stream)
+        _lib.call("weftSendTagged", p, n, t, peer, tag, self.handle, s)
+
+    def recv(self, tensor, peer=None, tag=0, stream=None):
+        """Receives into tensor the next message of `tag` from rank `peer` (weftRecvTagged), or with peer=None
+        from any rank (weftRecvAnySource); count and dtype must be the send's. Returns the sender's rank; from any
+        rank on a weft.Stream, a PendingSource whose .rank it is once the stream has synchronised."""
+        (p, n, t), _, s = self._args(tensor, tensor, stream)
+        if peer is not None:
+            _lib.call("weftRecvTagged", p, n, t, peer, tag, self.handle, s)
+            return peer
+        source = PendingSource(stream)
+        keep_alive(stream, source)  # weft writes the sender into it when the receive completes
+        _lib.call("weftRecvAnySource", p, n, t, tag, ctypes.byref(source._cell), self.handle, s)
+        return source.rank if stream is None else source
 
     def async_error(self):
         """Raises the first error of asynchronous work on this communicator (a NCCL kernel, a host

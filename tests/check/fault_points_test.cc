@@ -1,8 +1,9 @@
 // WEFT_FAULT at the entry points beyond the collectives weft-check times:
-// send, recv, gather, scatter, all_to_all and the direct-buffer reductions
-// (all_reduce_pieces, all_reduce_ready). Four in-process ranks make these
-// seven calls in this order, each rank checking what it got against what the
-// fault in WEFT_FAULT (set by meson, one fault per test) must do:
+// send, recv, gather, scatter, all_to_all, a tagged send and a receive from
+// any source, and the direct-buffer reductions (all_reduce_pieces,
+// all_reduce_ready). Four in-process ranks make these nine calls in this
+// order, each rank checking what it got against what the fault in
+// WEFT_FAULT (set by meson, one fault per test) must do:
 //   flip:R     R's output of each call that writes on R has exactly one
 //              wrong element, and nobody else's has any;
 //   corrupt:R  the reductions hold R's contribution doubled on every rank;
@@ -96,6 +97,20 @@ std::vector<Step> Steps(int gather_root, int scatter_root) {
                  });
                  return st;
                }});
+  s.push_back({"send_tagged", [](Communicator& c, int, long long* wrong) {
+                 std::vector<float> out(kCount);
+                 for (size_t j = 0; j < kCount; ++j) out[j] = Value(c.rank(), j);
+                 *wrong = 0;
+                 return c.SendTagged(out.data(), kCount, DataType::kFloat32, (c.rank() + 1) % kRanks, 9, nullptr);
+               }});
+  s.push_back({"recv_any_source", [](Communicator& c, int, long long* wrong) {
+                 const int from = (c.rank() + kRanks - 1) % kRanks;  // the one rank that sends it a tag 9
+                 std::vector<float> in(kCount, -1.0f);
+                 int source = -1;
+                 const absl::Status st = c.RecvAnySource(in.data(), kCount, DataType::kFloat32, 9, &source, nullptr);
+                 *wrong = Compare(in, [&](size_t j) { return Value(from, j); }) + (st.ok() && source != from);
+                 return st;
+               }});
   s.push_back({"all_reduce_pieces", [](Communicator& c, int doubled, long long* wrong) {
                  // Three pieces of the logical buffer in three places, in place.
                  const size_t cuts[] = {0, 17, 60, kCount};
@@ -155,7 +170,8 @@ TEST(FaultPoints, EveryEntryPointTakesTheFault) {
         if (me != R && call == f.after + 1) return st.ok() ? at + "succeeded without the stopped rank" : "";
       }
       if (!st.ok()) return at + st.ToString();
-      const bool writes_here = k != 0 && (k != 2 || me == R);  // a send writes nothing; a gather only at its root
+      // A send writes nothing; a gather only at its root.
+      const bool writes_here = std::string(steps[k].name).rfind("send", 0) != 0 && (k != 2 || me == R);
       const long long want = f.kind == fault::Kind::kFlip && me == R && writes_here ? 1 : 0;
       if (wrong != want) return at + absl::StrFormat("%lld wrong elements, want %lld (%s)", wrong, want, f.text);
       if (f.kind == fault::Kind::kDelay && me == R && ms < f.delay_ms) {

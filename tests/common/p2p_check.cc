@@ -13,7 +13,6 @@ namespace weft {
 namespace testing {
 namespace {
 
-constexpr unsigned char kPoison = 0xff;  // NaN in every float type
 constexpr size_t kGuard = 64;
 constexpr size_t kBig = (size_t{1} << 20) + 3;
 
@@ -24,9 +23,8 @@ uint64_t Mix(uint64_t x) {  // splitmix64's finaliser
   return x ^ (x >> 31);
 }
 
-// The payload of message `msg` from `from` to `to`: random bytes, except
-// that every element is a finite, non-zero value of its type (no NaN bits,
-// so the poison is never a right answer).
+}  // namespace
+
 std::vector<unsigned char> Payload(uint64_t seed, int from, int to, int msg, size_t count, DataType t) {
   const size_t es = ElementSize(t);
   std::vector<unsigned char> v(count * es);
@@ -57,6 +55,8 @@ std::string Compare(const unsigned char* got, const std::vector<unsigned char>& 
   while (got[i] == want[i]) ++i;
   return absl::StrCat("\n  ", what, ": byte ", i, " of ", want.size(), " is ", got[i], ", want ", want[i]);
 }
+
+namespace {
 
 std::string GuardIntact(const std::vector<unsigned char>& buf, size_t from, const std::string& what) {
   for (size_t b = from; b < buf.size(); ++b) {
@@ -237,6 +237,13 @@ std::string CheckRecvTimeout(Communicator& comm) {
     err += "\n  a lone recv returned " + s.ToString() + ", expected DEADLINE_EXCEEDED naming recv";
   }
   if (waited > comm.options().timeout_ms + 10000) err += absl::StrCat("\n  the timeout took ", waited, " ms");
+  // From any rank: the same timeout, naming what it waited for; no source.
+  int source = 9;
+  const absl::Status any = comm.RecvAnySource(&x, 1, DataType::kFloat32, 3, &source, nullptr);
+  if (!absl::IsDeadlineExceeded(any) || !absl::StrContains(any.message(), "any rank on tag 3") || source != -1) {
+    err += absl::StrCat("\n  a lone recv from any source returned ", any.ToString(), " and source ", source,
+                        ", expected DEADLINE_EXCEEDED naming any rank and tag 3, and source -1");
+  }
   return Finish("recv timeout", r, err);
 }
 

@@ -15,11 +15,23 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 
 namespace weft {
 namespace testing {
+
+// What receive buffers are filled with before a call: NaN in every float type.
+inline constexpr unsigned char kPoison = 0xff;
+
+// The payload of message `msg` from `from` to `to`: random bytes, except
+// that every element is a finite, non-zero value of its type (no NaN bits,
+// so the poison is never a right answer).
+std::vector<unsigned char> Payload(uint64_t seed, int from, int to, int msg, size_t count, DataType t);
+
+// "" when got[0, want.size()) is `want`, else the first byte that differs.
+std::string Compare(const unsigned char* got, const std::vector<unsigned char>& want, const std::string& what);
 
 // Host memory. Every rank sends to the next rank, then receives from the
 // previous one (a ring exchange in which every rank sends first), blocking,
@@ -40,8 +52,9 @@ std::string CheckGroups(Communicator& comm, uint64_t seed);
 // blocking and on a host stream, plus one large block per rank.
 std::string CheckAllToAllv(Communicator& comm, uint64_t seed);
 
-// The last rank receives from rank 0, which sends nothing: Timeout naming
-// the peer within the communicator's (short) timeout. Other ranks do nothing.
+// The last rank receives from rank 0, which sends nothing, then from any
+// rank: Timeout naming the peer (or any rank) within the communicator's
+// (short) timeout, and no source reported. Other ranks do nothing.
 std::string CheckRecvTimeout(Communicator& comm);
 
 }  // namespace testing

@@ -24,6 +24,7 @@
 #include "tests/common/mismatch_check.h"
 #include "tests/common/p2p_check.h"
 #include "tests/common/shard_check.h"
+#include "tests/common/tag_check.h"
 
 namespace weft {
 namespace testing {
@@ -263,12 +264,15 @@ TEST(World, ReducerViewSegmentsMergeOnOneNode) {
   }
 }
 
-// Sends before receives everywhere, messages up to 4 MiB, groups and uneven
-// all-to-alls; with 256-byte segments (WithRoundSizes) sends are cut into
-// many messages and the exchanges into many segments.
+// Sends before receives everywhere, messages up to 4 MiB, groups, tags,
+// receives from any source and uneven all-to-alls; with 256-byte segments
+// (WithRoundSizes) sends are cut into many messages and the exchanges into
+// many segments.
 TEST(World, SendRecv) { WithRoundSizes([](Communicator& c) { return CheckSendRecv(c, kSeed); }); }
 TEST(World, Groups) { WithRoundSizes([](Communicator& c) { return CheckGroups(c, kSeed); }); }
 TEST(World, AllToAllv) { WithRoundSizes([](Communicator& c) { return CheckAllToAllv(c, kSeed); }); }
+TEST(World, Tags) { WithRoundSizes([](Communicator& c) { return CheckTags(c, kSeed); }); }
+TEST(World, AnySource) { WithRoundSizes([](Communicator& c) { return CheckAnySource(c, kSeed); }); }
 
 // An FSDP step's shard group over processes: unshard, two micro-batches of
 // gradients reduced into the fp32 shards, reshard; fp32 and bf16 compute.

@@ -230,6 +230,33 @@ TEST_F(Nccl, ZeroCountCallsTakeNullBuffers) {
   EXPECT_TRUE(comm_->async_error().ok()) << comm_->async_error();
 }
 
+// NCCL has no tags: a tag other than 0, and a receive from any source, are
+// refused naming NCCL before anything is enqueued (torch's own NCCL backend
+// would drop the tag), and tag 0 is ncclSend/ncclRecv, here to itself
+// inside a group.
+TEST_F(Nccl, TagsAndAnySourceAreRefusedNamingNccl) {
+  void* buf = nullptr;
+  WEFT_CUDA_OK(cudaMalloc(&buf, 128));
+  for (const absl::Status& s : {comm_->SendTagged(buf, 16, DataType::kFloat32, 0, 3, stream_),
+                                comm_->RecvTagged(buf, 16, DataType::kFloat32, 0, 3, stream_)}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_NE(std::string(s.message()).find("NCCL"), std::string::npos) << s;
+    EXPECT_NE(std::string(s.message()).find("tag = 3"), std::string::npos) << s;
+  }
+  int source = 5;
+  const absl::Status any = comm_->RecvAnySource(buf, 16, DataType::kFloat32, 0, &source, stream_);
+  EXPECT_EQ(any.code(), absl::StatusCode::kUnimplemented) << any;
+  EXPECT_NE(std::string(any.message()).find("NCCL"), std::string::npos) << any;
+  EXPECT_EQ(source, 5);
+  ASSERT_TRUE(Communicator::GroupStart().ok());
+  EXPECT_TRUE(comm_->SendTagged(buf, 16, DataType::kFloat32, 0, 0, stream_).ok());
+  EXPECT_TRUE(comm_->RecvTagged(static_cast<char*>(buf) + 64, 16, DataType::kFloat32, 0, 0, stream_).ok());
+  EXPECT_TRUE(Communicator::GroupEnd().ok());
+  WEFT_CUDA_OK(cudaStreamSynchronize(stream_));
+  EXPECT_TRUE(comm_->async_error().ok()) << comm_->async_error();
+  (void)cudaFree(buf);
+}
+
 TEST_F(Nccl, AbortedCommunicatorRefusesWork) {
   comm_->Abort();
   void* buf = nullptr;

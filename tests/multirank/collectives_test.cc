@@ -13,6 +13,7 @@
 #include "tests/common/conformance.h"
 #include "tests/common/mismatch_check.h"
 #include "tests/common/p2p_check.h"
+#include "tests/common/tag_check.h"
 #include "tests/multirank/harness.h"
 
 namespace weft {
@@ -177,6 +178,14 @@ TEST_P(WorldSize, SendRecv) {
 
 TEST_P(WorldSize, Groups) {
   RunRanks(GetParam(), [](Communicator& comm) { return CheckGroups(comm, kSeed); });
+}
+
+TEST_P(WorldSize, Tags) {
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckTags(comm, kSeed); });
+}
+
+TEST_P(WorldSize, AnySource) {
+  RunRanks(GetParam(), [](Communicator& comm) { return CheckAnySource(comm, kSeed); });
 }
 
 TEST_P(WorldSize, AllToAllv) {

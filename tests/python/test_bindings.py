@@ -113,6 +113,9 @@ class Table(unittest.TestCase):
             self.assertIs(fn.restype, restype)
             self.assertEqual(fn.argtypes, argtypes)
 
+    def test_tag_range_is_the_headers(self):
+        self.assertEqual(weft.comm.TAG_MAX, int(re.search(r"#define WEFT_TAG_MAX (\d+)", TEXT).group(1)))
+
     def test_undeclared_call_is_refused(self):
         with self.assertRaisesRegex(AttributeError, "weftCommAbort is not declared"):
             _lib.call("weftCommAbort", None)

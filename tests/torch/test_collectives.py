@@ -413,7 +413,7 @@ def test_send_recv(job):
 def test_batch_isend_irecv(job):
     """batch_isend_irecv: every rank sends to and receives from every rank (itself too) in one batch, messages
     far past any eager threshold, receives listed before sends on odd ranks, a non-contiguous receive; the same
-    exchange over gloo's isend/irecv is the reference. A batch whose first op has a tag is
+    exchange over gloo's isend/irecv is the reference. A batch whose first op has a tag outside weft's range is
     refused, and weft's side of coalescing ends with it."""
     w = job.world
     for dtype in ROOTED_DTYPES:
@@ -442,9 +442,9 @@ def test_batch_isend_irecv(job):
     # Clearing that state shows weft's backend ended its side, coalescing and the weft group, by itself.
     group = dist.new_group()
     peer, prev = (job.rank + 1) % w, (job.rank - 1) % w
-    job.expect_raises(lambda: dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(4), peer, group, tag=5),
+    job.expect_raises(lambda: dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(4), peer, group, tag=-5),
                                                       dist.P2POp(dist.irecv, torch.ones(4), prev, group)]),
-                      (ValueError,), ["send", "tag 5"], "batch_isend_irecv with a tag")
+                      (ValueError,), ["send", "tag -5"], "batch_isend_irecv with a negative tag")
     dist.distributed_c10d._world.pg_coalesce_state.pop(group, None)
     x, got = torch.full((10,), float(job.rank + 1)), torch.zeros(10)
     for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, x, peer, group),
@@ -468,9 +468,10 @@ def test_refusals(job):
     job.expect_raises(lambda: dist.all_gather_into_tensor(torch.ones(4 * job.world + 1), torch.ones(4)),
                       (ValueError,), ["all_gather_into_tensor", "elements"], "wrong output size")
     peer = (job.rank + 1) % job.world
-    job.expect_raises(lambda: dist.send(torch.ones(4), dst=peer, tag=3), (ValueError,), ["send", "tag 3"],
-                      "send with a tag")
-    job.expect_raises(lambda: dist.recv(torch.ones(4)), (NotImplementedError,), ["any source"], "recv from any")
+    job.expect_raises(lambda: dist.send(torch.ones(4), dst=peer, tag=-3), (ValueError,), ["send", "tag -3"],
+                      "send with a negative tag")
+    job.expect_raises(lambda: dist.recv(torch.ones(4), tag=-1), (ValueError,), ["recv", "tag -1"],
+                      "recv from any source with a negative tag")
     job.expect_raises(lambda: dist.all_to_all_single(torch.ones(job.world + 1), torch.ones(job.world + 1)),
                       (ValueError,), ["all_to_all_single", "evenly"], "all_to_all_single of uneven rows")
     job.check_still_works("after refusals")

@@ -5,8 +5,8 @@
 Every collective on CUDA tensors against the same collective on the same values as CPU tensors (the group's host
 communicator), bit for bit, in every dtype (int16 reduced widened to int32 on NCCL; the dtypes weft only moves, as
 bytes; complex averages as float pairs); stream order (the collective reads what the current stream wrote, wait()
-orders the current stream after it); a tensor on the wrong device is refused. Exits 77 (skipped) without a usable
-device.
+orders the current stream after it); a tensor on the wrong device, a tag and a receive from any source are
+refused. Exits 77 (skipped) without a usable device.
 """
 
 import os
@@ -89,6 +89,11 @@ def test_refusals(job):
     dev = torch.device("cuda", torch.cuda.current_device())
     job.expect_raises(lambda: dist.all_gather_into_tensor(torch.empty(4 * job.world), torch.ones(4, device=dev)),
                       (ValueError,), ["all_gather_into_tensor", "one device"], "cuda input, cpu output")
+    # NCCL has no tags and no receive from any source: refused, never matched by order.
+    job.expect_raises(lambda: dist.isend(torch.ones(4, device=dev), 0, tag=3), (ValueError,),
+                      ["send", "tag 3", "NCCL"], "cuda send with a tag")
+    job.expect_raises(lambda: dist.irecv(torch.ones(4, device=dev)), (NotImplementedError,),
+                      ["any source", "NCCL"], "cuda recv from any source")
 
 
 def main():

@@ -99,7 +99,8 @@ def check_file(path, rank, nranks, launched, fail):
             if not fail.check(all(k in a for k in ("count", "bytes", "dtype", "backend", "engine")),
                               f"{where}: {e['name']} lacks size, dtype, backend or engine: {a}"):
                 break
-    # What trace_run called, as it called it: the stream's second all-reduce, and the broadcast from rank 0.
+    # What trace_run called, as it called it: the stream's second all-reduce, the broadcast from rank 0, the
+    # tagged send and receive, and the receive from any source.
     fail.check(any(e["name"] == "all_reduce" and e["ph"] == "X" and e["args"].get("count") == 4096
                    and e["args"].get("bytes") == 16384 and e["args"].get("dtype") == "float32"
                    and e["args"].get("op") == "max" for e in timed),
@@ -107,6 +108,13 @@ def check_file(path, rank, nranks, launched, fail):
     fail.check(any(e["name"] == "broadcast" and e["ph"] == "X" and e["args"].get("dtype") == "float64"
                    and e["args"].get("peer_or_root") == 0 for e in timed),
                f"{where}: no broadcast of float64 from root 0")
+    for name in ("send", "recv"):
+        fail.check(any(e["name"] == name and e["ph"] == "X" and e["args"].get("tag") == 5
+                       and e["args"].get("dtype") == "int64" and "peer_or_root" in e["args"] for e in timed),
+                   f"{where}: no {name} of int64 on tag 5 naming its peer")
+    fail.check(any(e["name"] == "recv_any_source" and e["ph"] == "X" and e["args"].get("tag") == 6
+                   and "peer_or_root" not in e["args"] for e in timed),
+               f"{where}: no recv_any_source on tag 6 (without a peer)")
     check_reducer(timed, where, fail)
     check_shard(timed, where, fail)
     return events

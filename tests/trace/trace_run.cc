@@ -55,6 +55,15 @@ absl::Status Collectives(Communicator& c) {
   double root_value = c.rank() == 0 ? 3.25 : 0.0;
   RETURN_IF_ERROR(c.Broadcast(&root_value, &root_value, 1, DataType::kFloat64, 0, nullptr));
   RETURN_IF_ERROR(Expect(root_value == 3.25, "broadcast: wrong value"));
+  const int64_t sent = c.rank() + 100;
+  int64_t got = -1;
+  RETURN_IF_ERROR(c.SendTagged(&sent, 1, DataType::kInt64, (c.rank() + 1) % n, 5, nullptr));
+  RETURN_IF_ERROR(c.RecvTagged(&got, 1, DataType::kInt64, (c.rank() + n - 1) % n, 5, nullptr));
+  RETURN_IF_ERROR(Expect(got == (c.rank() + n - 1) % n + 100, "tagged recv: wrong value"));
+  int from = -1;
+  RETURN_IF_ERROR(c.SendTagged(&sent, 1, DataType::kInt64, (c.rank() + 1) % n, 6, nullptr));
+  RETURN_IF_ERROR(c.RecvAnySource(&got, 1, DataType::kInt64, 6, &from, nullptr));
+  RETURN_IF_ERROR(Expect(from == (c.rank() + n - 1) % n, "recv from any source: wrong sender"));
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> half, c.Split(c.rank() % 2, c.rank()));
   float one = 1.0f;
   RETURN_IF_ERROR(half->AllReduce(&one, &one, 1, DataType::kFloat32, RedOp::kSum, nullptr));

@@ -43,6 +43,33 @@ TEST(CudaComm, OffersNoDirectReductions) {
   EXPECT_EQ(FindDirectReduce(comm), nullptr);
 }
 
+// A backend without tags refuses a tag other than 0, and a receive from any
+// source, at the entry point, inside a group too (where host calls would be
+// held), with Unsupported naming the backend and the tag; nothing reaches
+// the backend.
+TEST(CudaComm, TagsAreRefusedBeforeTheBackend) {
+  UnreachableCudaComm comm(2, "the entry points' tag check");
+  float* none = nullptr;
+  ASSERT_TRUE(Communicator::GroupStart().ok());
+  for (const absl::Status& s : {comm.SendTagged(none, 0, DataType::kFloat32, 1, 3, nullptr),
+                                comm.RecvTagged(none, 0, DataType::kFloat32, 1, 3, nullptr)}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_NE(std::string(s.message()).find("tag = 3"), std::string::npos) << s;
+    EXPECT_NE(std::string(s.message()).find("backend nccl"), std::string::npos) << s;
+    EXPECT_NE(std::string(s.message()).find("NCCL has no tags"), std::string::npos) << s;
+  }
+  // A receive from any source, whatever its tag; the source is left as it was.
+  int source = 7;
+  const absl::Status any = comm.RecvAnySource(none, 0, DataType::kFloat32, 0, &source, nullptr);
+  EXPECT_EQ(any.code(), absl::StatusCode::kUnimplemented) << any;
+  EXPECT_NE(std::string(any.message()).find("any source"), std::string::npos) << any;
+  EXPECT_NE(std::string(any.message()).find("NCCL has no tags"), std::string::npos) << any;
+  EXPECT_EQ(source, 7);
+  EXPECT_TRUE(Communicator::GroupEnd().ok());
+  // Tag 0 passes the check (count 0: nothing to issue).
+  EXPECT_TRUE(comm.SendTagged(none, 0, DataType::kFloat32, 1, 0, nullptr).ok());
+}
+
 TEST(CudaComm, TheCAbiRefusesAWeftHostStream) {
   weftComm_t comm = capi::NewHandle(std::make_unique<UnreachableCudaComm>(2, "weftAllReduce's stream check"));
   weftStream_t stream = nullptr;

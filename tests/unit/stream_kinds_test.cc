@@ -77,6 +77,23 @@ TEST_F(StreamKinds, CollectivesTakeNullOrAHostStream) {
   RefusedThenWorks("weftRecv", [&](void* s) { return weftRecv(b.data(), 8, weftFloat32, 0, comm_, s); },
                    &not_a_stream_, nullptr);
   EXPECT_EQ(b[0], 1.0f);
+  RefusedThenWorks("weftSendTagged",
+                   [&](void* s) { return weftSendTagged(a.data(), 8, weftFloat32, 0, 9, comm_, s); }, &not_a_stream_,
+                   nullptr);
+  b.assign(8, -1.0f);
+  RefusedThenWorks("weftRecvTagged",
+                   [&](void* s) { return weftRecvTagged(b.data(), 8, weftFloat32, 0, 9, comm_, s); }, &not_a_stream_,
+                   nullptr);
+  EXPECT_EQ(b[0], 1.0f);
+  RefusedThenWorks("weftSend", [&](void* s) { return weftSend(a.data(), 8, weftFloat32, 0, comm_, s); },
+                   &not_a_stream_, nullptr);
+  b.assign(8, -1.0f);
+  int source = -7;
+  RefusedThenWorks("weftRecvAnySource",
+                   [&](void* s) { return weftRecvAnySource(b.data(), 8, weftFloat32, 0, &source, comm_, s); },
+                   &not_a_stream_, nullptr);
+  EXPECT_EQ(b[0], 1.0f);
+  EXPECT_EQ(source, 0);
 }
 
 TEST_F(StreamKinds, KernelsAndPlansTakeNullOrAHostStream) {

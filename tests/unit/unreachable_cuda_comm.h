@@ -34,6 +34,10 @@ class UnreachableCudaComm final : public Communicator {
   absl::Status DoBroadcast(const void*, void*, size_t, DataType, int, void*) override { return Reached("broadcast"); }
   absl::Status DoBarrier() override { return Reached("barrier"); }
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int, int) override { return Reached("split"); }
+  absl::Status DoSend(const void*, size_t, DataType, int, int, void*) override { return Reached("send"); }
+  absl::Status DoRecv(void*, size_t, DataType, int, int, int*, void*) override { return Reached("recv"); }
+  // As NcclComm says it: a tag is refused before any Do* is reached.
+  const char* TagsUnsupported() const override { return "NCCL has no tags"; }
 
  private:
   static CommOptions Options() {
