@@ -4,9 +4,9 @@
     .venv/bin/torchrun --standalone --nproc_per_node 2 bench/torch/collectives.py --max-bytes 16M --no-ddp
 
 For all_reduce, all_gather_into_tensor and reduce_scatter_tensor (float32, sum) and each size from 4 KiB to
-256 MiB (x4), each backend runs warm-up calls and then timed ones, one blocking call at a time, the two
-backends taking turns of a few calls; a size's time is the median over the timed calls, the slowest rank's (with
---repeat K the sweep runs K times: the medians over the sweeps, and the range of the ratio). nccl-tests' definitions: size is the bytes of the largest
+256 MiB (x4), each backend runs warm-up calls and then timed ones, one blocking call at a time, as nccl-tests
+does; a size's time is the median over the timed calls, the slowest rank's (with --repeat K the sweep runs K
+times, the backends' order reversed every other time: the medians over the sweeps, and the ratio's range). nccl-tests' definitions: size is the bytes of the largest
 buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: the input), algbw = size / time, busbw
 = algbw x 2(n-1)/n for all-reduce and x (n-1)/n for the others; "time x" is the baseline's time over weft's.
 Then DDP training steps of torchvision's ResNet-50 (random data) over each backend, under no_sync, and with a
@@ -62,33 +62,6 @@ def slowest_medians(samples, gloo):
     return dict(zip(names, worst.tolist()))
 
 
-def timed_alternating(fns, iters, warmup, gloo, cuda=False, block=5):
-    """The slowest rank's median time of each of `fns` (a dict of name: fn), timed in turns of `block` calls
-    back to back (the first of each turn untimed: it pays for the switch), in an order that reverses from one
-    turn to the next, so a load that drifts during the measurement falls on each backend alike and their ratio
-    holds where their times move. Within a turn the calls follow each other as in nccl-tests."""
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    sync()
-    dist.barrier(group=gloo)
-    names = list(fns)
-    samples = {name: [] for name in names}
-    turn = 0
-    while len(samples[names[-1]]) < iters:
-        for name in (names if turn % 2 == 0 else names[::-1]):
-            fns[name]()
-            sync()
-            for _ in range(min(block, iters - len(samples[name]))):
-                t0 = time.perf_counter()
-                fns[name]()
-                sync()
-                samples[name].append(time.perf_counter() - t0)
-        turn += 1
-    return slowest_medians(samples, gloo)
-
-
 def iterations(nbytes):
     if nbytes <= 1 << 20:
         return 40, 5
@@ -111,9 +84,9 @@ def collective(op, nbytes, world, group, device):
 
 
 def sweep(args, world, rank, gloo, base, base_name):
-    """Each op and size over weft and the baseline, their calls alternating (timed_alternating), --repeat
-    times over the whole sweep: a size's time is the median over repeats, "time x" the median over repeats of
-    each repeat's baseline time over weft's, with its range when there are several."""
+    """Each op and size over weft and then the baseline, --repeat times over the whole sweep (the order of the
+    two reversed every other time): a size's time is the median over repeats, "time x" the median over
+    repeats of each repeat's baseline time over weft's, with its range when there are several."""
     sizes = []
     s = parse_bytes(args.min_bytes)
     while s <= parse_bytes(args.max_bytes):
@@ -123,12 +96,13 @@ def sweep(args, world, rank, gloo, base, base_name):
     cuda = args.device == "cuda"
     ops = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"]
     times = {(op, nbytes): [] for op in ops for nbytes in sizes}
-    for _ in range(args.repeat):
+    for repeat in range(args.repeat):
         for op in ops:
             for nbytes in sizes:
-                fns = {name: collective(op, nbytes, world, group, args.device)[0] for name, group in groups.items()}
                 iters, warmup = iterations(nbytes)
-                times[(op, nbytes)].append(timed_alternating(fns, iters, warmup, gloo, cuda))
+                order = list(groups) if repeat % 2 == 0 else list(groups)[::-1]
+                times[(op, nbytes)].append({name: timed(collective(op, nbytes, world, groups[name], args.device)[0],
+                                                        iters, warmup, gloo, cuda) for name in order})
     if rank != 0:
         return
     for op in ops:
