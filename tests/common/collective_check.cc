@@ -145,9 +145,12 @@ Expect Reduce(const Case& c, uint64_t seed, int nranks, size_t i) {
     e.v.i = WrapTo(c.t, r);
     return e;
   }
-  double acc = Input(c, seed, 0, i).f, mag = std::fabs(acc);
+  // In long double (64 significant bits on x86, more elsewhere): the tolerance
+  // below counts the backend's roundings only, so the reference must hold
+  // float64 sums, products and quotients more precisely than float64 itself.
+  long double acc = Input(c, seed, 0, i).f, mag = std::fabs(acc);
   for (int q = 1; q < nranks; ++q) {
-    const double x = Input(c, seed, q, i).f;
+    const long double x = Input(c, seed, q, i).f;
     mag += std::fabs(x);
     switch (c.op) {
       case RedOp::kSum: case RedOp::kAvg: acc += x; break;
@@ -160,21 +163,21 @@ Expect Reduce(const Case& c, uint64_t seed, int nranks, size_t i) {
     acc /= nranks;
     mag /= nranks;
   }
-  e.v.f = RoundTo(c.t, acc);
+  e.v.f = RoundTo(c.t, static_cast<double>(acc));
   if (c.op == RedOp::kMax || c.op == RedOp::kMin) return e;  // a selection: exact
   const bool half = IsHalf(c.t);
   if (c.inputs == Inputs::kExact) {
     // Exact partial sums and products; only avg's division rounds, and the
     // half types round its float32 quotient once more.
-    if (half && c.op == RedOp::kAvg) e.tol = Ulp(c.t, acc);
+    if (half && c.op == RedOp::kAvg) e.tol = Ulp(c.t, static_cast<double>(acc));
     return e;
   }
   // Real inputs: each of the N-1 combining steps rounds in the accumulation
   // type (relative 2^-24 for float32 and the half types, 2^-53 for float64),
   // then the result rounds once to the element type.
   const double eps = c.t == DataType::kFloat64 ? 0x1p-53 : 0x1p-24;
-  const double scale = c.op == RedOp::kProd ? std::fabs(acc) : mag;
-  e.tol = (nranks - 1) * eps * scale * 1.01 + Ulp(c.t, acc);
+  const double scale = static_cast<double>(c.op == RedOp::kProd ? std::fabs(acc) : mag);
+  e.tol = (nranks - 1) * eps * scale * 1.01 + Ulp(c.t, static_cast<double>(acc));
   return e;
 }
 
