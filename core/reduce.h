@@ -56,12 +56,15 @@ void ReduceInRankOrder(DataType t, RedOp op, int nranks, SrcFn src, size_t n, vo
 // every source's block was folded into an accumulator that stays in L1,
 // where ReduceInRankOrder makes a pass per rank over an n-element one.
 // `out` may be any of the sources (a block is read before it is written).
-// Two ranks of a type that accumulates in itself fold straight into `out`.
+// A type that accumulates in itself folds straight into `out` when no
+// source but the first is `out`.
 constexpr size_t kReduceBlockBytes = 8192;
 template <typename SrcFn>
 void ReduceBlocked(DataType t, RedOp op, int nranks, SrcFn src, size_t n, void* out) {
   const size_t es = ElementSize(t);
   auto at = [es](const void* p, size_t i) { return static_cast<const unsigned char*>(p) + i * es; };
+  bool into_out = AccumIsSelf(t) && nranks >= 2;
+  for (int q = 1; q < nranks && into_out; ++q) into_out = src(q) != out;
   if (nranks == 1) {
     alignas(64) unsigned char acc[kReduceBlockBytes];
     const size_t block = kReduceBlockBytes / AccumSize(t);
@@ -72,9 +75,15 @@ void ReduceBlocked(DataType t, RedOp op, int nranks, SrcFn src, size_t n, void* 
     }
     return;
   }
-  if (nranks == 2 && AccumIsSelf(t)) {
-    CombineToAccum(t, op, src(0), src(1), out, n);
-    if (op == RedOp::kAvg) FromAccum(t, op, 2, out, out, n);
+  if (into_out) {
+    const size_t block = kReduceBlockBytes / es;
+    auto* o = static_cast<unsigned char*>(out);
+    for (size_t i = 0; i < n; i += block) {
+      const size_t m = n - i < block ? n - i : block;
+      CombineToAccum(t, op, at(src(0), i), at(src(1), i), o + i * es, m);
+      for (int q = 2; q < nranks; ++q) AccumulateInto(t, op, o + i * es, at(src(q), i), m);
+      if (op == RedOp::kAvg) FromAccum(t, op, nranks, o + i * es, o + i * es, m);
+    }
     return;
   }
   alignas(64) unsigned char acc[kReduceBlockBytes];
