@@ -21,7 +21,7 @@ absl::flat_hash_set<const void*>& Registry() {
 
 }  // namespace
 
-HostStream::HostStream() : created_(std::chrono::steady_clock::now()) {
+HostStream::HostStream(bool waiters_run) : waiters_run_(waiters_run), created_(std::chrono::steady_clock::now()) {
   {
     std::lock_guard<std::mutex> lock(RegistryMutex());
     Registry().insert(this);
@@ -70,12 +70,44 @@ void HostStream::EnqueueCallback(std::function<void(absl::Status)> fn) {
   });
 }
 
-// Every waiter lowers wake_at_ to its mark; the worker wakes them all when
-// the least one is reached, and those still short of theirs lower it again.
+// Every waiter lowers wake_at_ to its mark; whoever runs the task that
+// reaches the least one wakes them all, and those still short of theirs
+// lower it again. Where waiters run, a waiter that finds a task pending and
+// nobody running one runs it, until its own mark is reached.
 void HostStream::WaitDone(std::unique_lock<std::mutex>& lock, uint64_t mark) {
   while (done_ < mark) {
+    if (waiters_run_ && !running_ && !queue_.empty()) {
+      RunFront(lock);
+      continue;
+    }
     wake_at_ = std::min(wake_at_, mark);
     done_cv_.wait(lock);
+  }
+  // What was enqueued after `mark` is the worker's again, which may have
+  // found this thread running and gone back to sleep.
+  if (waiters_run_ && !running_ && worker_asleep_ && (!queue_.empty() || stop_)) work_cv_.notify_one();
+}
+
+void HostStream::RunFront(std::unique_lock<std::mutex>& lock) {
+  Task task = std::move(queue_.front());
+  queue_.pop_front();
+  running_ = true;
+  lock.unlock();
+  absl::Status s;
+  try {
+    s = task();
+  } catch (...) {
+    s = absl::InternalError("host stream task threw an exception");
+  }
+  const auto finished = std::chrono::steady_clock::now();
+  lock.lock();
+  running_ = false;
+  if (!s.ok() && first_error_.ok()) first_error_ = s;
+  done_at_[done_ % kTimedMarks] = finished;
+  ++done_;
+  if (done_ >= wake_at_) {
+    wake_at_ = UINT64_MAX;
+    done_cv_.notify_all();
   }
 }
 
@@ -123,30 +155,14 @@ void HostStream::Run() {
   trace::NameThisThread("weft host stream");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    while (!stop_ && queue_.empty()) {
+    // A waiter may be running a task (waiters_run_): the next one waits for it.
+    while (running_ || (!stop_ && queue_.empty())) {
       worker_asleep_ = true;
       work_cv_.wait(lock);
       worker_asleep_ = false;
     }
     if (queue_.empty()) return;  // stop_ and drained
-    Task task = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    absl::Status s;
-    try {
-      s = task();
-    } catch (...) {
-      s = absl::InternalError("host stream task threw an exception");
-    }
-    const auto finished = std::chrono::steady_clock::now();
-    lock.lock();
-    if (!s.ok() && first_error_.ok()) first_error_ = s;
-    done_at_[done_ % kTimedMarks] = finished;
-    ++done_;
-    if (done_ >= wake_at_) {
-      wake_at_ = UINT64_MAX;
-      done_cv_.notify_all();
-    }
+    RunFront(lock);
   }
 }
 

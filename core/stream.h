@@ -32,7 +32,13 @@ class HostStream {
  public:
   using Task = std::function<absl::Status()>;
 
-  HostStream();
+  // With `waiters_run`, a thread that waits for the stream (Synchronize,
+  // WaitFor) runs the pending tasks itself, in order, whenever the stream's
+  // thread is not running one: a blocking caller then pays no hand-off to
+  // the stream's thread and back, which on a machine whose idle cores sleep
+  // (a VM's halted vCPUs above all) costs a wake-up each way. Work enqueued
+  // without a waiter still starts at once on the stream's thread.
+  explicit HostStream(bool waiters_run = false);
   ~HostStream();  // runs what is queued, then joins the thread
   HostStream(const HostStream&) = delete;
   HostStream& operator=(const HostStream&) = delete;
@@ -69,6 +75,9 @@ class HostStream {
  private:
   void Run();
   void WaitDone(std::unique_lock<std::mutex>& lock, uint64_t mark);
+  // Runs the task at the front of the queue on this thread: the caller
+  // holds `lock`, the queue is not empty and no thread is running a task.
+  void RunFront(std::unique_lock<std::mutex>& lock);
 
   // Waits for one stream's tasks with as few wake-ups as possible: on a
   // loaded host every futex wake is a context switch that the stream's own
@@ -78,7 +87,9 @@ class HostStream {
   std::mutex mu_;
   std::condition_variable work_cv_;  // the worker: a task or stop_
   std::condition_variable done_cv_;  // Synchronize / WaitFor
+  const bool waiters_run_;
   bool worker_asleep_ = false;
+  bool running_ = false;             // a thread (the worker or a waiter) is running a task
   uint64_t wake_at_ = UINT64_MAX;    // the least mark a waiter waits for
   std::deque<Task> queue_;
   uint64_t enqueued_ = 0;

@@ -163,6 +163,97 @@ __attribute__((noinline)) uintptr_t DestroyedStreamAddress() {
   return reinterpret_cast<uintptr_t>(s.get());
 }
 
+// waiters_run: a waiter runs pending tasks itself when the stream's thread
+// is not running one. Which thread wins a task is a race with the stream's
+// thread waking up, so the waiter's share is counted over many rounds; the
+// order, the errors and the later work are exact whoever runs what.
+TEST(HostStream, WaitersRunPendingWorkOnTheirThreadInOrder) {
+  for (bool waiters_run : {false, true}) {
+    HostStream s(waiters_run);
+    const auto me = std::this_thread::get_id();
+    std::vector<int> order;
+    int on_waiter = 0;
+    for (int round = 0; round < 200; ++round) {
+      for (int k = 0; k < 3; ++k) {
+        s.Enqueue([&, k] {
+          order.push_back(k);
+          on_waiter += std::this_thread::get_id() == me;
+          return k == 1 ? absl::InternalError("task 1 failed") : absl::OkStatus();
+        });
+      }
+      const absl::Status st = s.Synchronize();
+      ASSERT_EQ(st.message(), "task 1 failed") << "round " << round;
+    }
+    ASSERT_EQ(order.size(), 600u);
+    for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], static_cast<int>(i % 3)) << i;
+    if (waiters_run) {
+      EXPECT_GT(on_waiter, 0) << "no task ran on the waiting thread in 200 rounds";
+    } else {
+      EXPECT_EQ(on_waiter, 0);
+    }
+    EXPECT_TRUE(s.Idle());
+  }
+}
+
+// A waiter runs only up to its own mark; what is enqueued after it goes to
+// the stream's thread, which must not have been left asleep.
+TEST(HostStream, WorkAfterAWaitersMarkStillRuns) {
+  HostStream s(/*waiters_run=*/true);
+  std::atomic<bool> release{false};
+  std::atomic<int> ran{0};
+  s.Enqueue([&] {
+    ++ran;
+    return absl::OkStatus();
+  });
+  const uint64_t mark = s.Mark();
+  s.Enqueue([&] {
+    while (!release.load()) std::this_thread::yield();
+    ++ran;
+    return absl::OkStatus();
+  });
+  s.WaitFor(mark);
+  EXPECT_GE(ran.load(), 1);
+  release = true;
+  ASSERT_TRUE(s.Synchronize().ok());
+  EXPECT_EQ(ran.load(), 2);
+  // And with nobody waiting, enqueued work runs on the stream's own thread.
+  std::atomic<bool> done{false};
+  s.Enqueue([&] {
+    done = true;
+    return absl::OkStatus();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!done.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(done.load());
+}
+
+// Two threads waiting on one waiters_run stream while more work arrives:
+// every task runs once, in order.
+TEST(HostStream, ConcurrentWaitersRunEachTaskOnce) {
+  HostStream s(/*waiters_run=*/true);
+  std::vector<int> order;
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop.load()) s.Synchronize().IgnoreError();
+  });
+  for (int i = 0; i < 2000; ++i) {
+    s.Enqueue([&order, i] {
+      order.push_back(i);
+      return absl::OkStatus();
+    });
+    if (i % 7 == 0) {
+      ASSERT_TRUE(s.Synchronize().ok());
+    }
+  }
+  ASSERT_TRUE(s.Synchronize().ok());
+  stop = true;
+  other.join();
+  ASSERT_EQ(order.size(), 2000u);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(order[i], i);
+}
+
 TEST(HostStream, RegistryKnowsLiveStreamsOnly) {
   int x = 0;
   EXPECT_EQ(HostStream::Find(&x), nullptr);
