@@ -21,13 +21,30 @@ extern "C" {
  * next weftStreamSynchronize/Query of that stream and by
  * weftCommGetAsyncError; work enqueued after a failure still runs. */
 weftResult_t weftStreamCreate(weftStream_t* stream);
+/* Flags of weftStreamCreateWithFlags (cudaStreamCreateWithFlags' form), or-ed.
+ * weftStreamWaitersRun: a thread blocked in weftStreamSynchronize on the
+ * stream runs the stream's pending work itself, in order, whenever the
+ * stream's thread is not running any (its callbacks included: they then run
+ * on that thread). Work nobody waits for still starts at once on the
+ * stream's thread, so asynchrony is unchanged; a caller that waits right
+ * after enqueueing, as a blocking collective's caller does, pays no hand-off
+ * to the stream's thread and back, two wake-ups that cost tens to hundreds
+ * of microseconds where idle cores sleep (a virtual machine's halted vCPUs). */
+typedef enum {
+  weftStreamDefault = 0,
+  weftStreamWaitersRun = 1
+} weftStreamFlags_t;
+/* weftStreamCreate with `flags` (a bitwise or of weftStreamFlags_t; any
+ * other bit is weftInvalidArgument naming `flags`). */
+weftResult_t weftStreamCreateWithFlags(weftStream_t* stream, unsigned int flags);
 /* Blocks until everything enqueued so far has run. Returns the first error
  * since the last synchronisation, or weftSuccess. */
 weftResult_t weftStreamSynchronize(weftStream_t stream);
 /* weftSuccess when everything enqueued has run (and none failed since the
  * last synchronisation), weftInProgress when work is pending. Non-blocking. */
 weftResult_t weftStreamQuery(weftStream_t stream);
-/* A function weftStreamAddCallback runs on the stream's thread. `status` is
+/* A function weftStreamAddCallback runs on the stream's thread (or, on a
+ * weftStreamWaitersRun stream, on a thread synchronising it). `status` is
  * the first error of the work enqueued before it since the last
  * synchronisation (weftSuccess if none): the callback takes it, as a
  * synchronisation would, and on that thread weftGetLastError() gives its

@@ -218,7 +218,7 @@ SIGNATURES = {
     "weftCommGetAsyncError": (_R, [_H, c_int_p]),
     "weftCommDestroy": (_R, [_H]),
     # weft/stream.h
-    "weftStreamCreate": (_R, [c_void_pp]),
+    "weftStreamCreateWithFlags": (_R, [c_void_pp, ctypes.c_uint]),
     "weftStreamSynchronize": (_R, [_H]),
     "weftStreamQuery": (_R, [_H]),
     "weftStreamDestroy": (_R, [_H]),

@@ -12,10 +12,16 @@ import ctypes
 from . import _lib
 
 
+# weftStreamFlags_t
+WAITERS_RUN = 1
+
+
 class Stream:
-    def __init__(self):
+    def __init__(self, waiters_run=False):
+        """waiters_run: synchronize() runs the pending work on the calling thread whenever the stream's own
+        thread is not running any (weftStreamWaitersRun): no hand-off for work that is waited for at once."""
         h = ctypes.c_void_p()
-        _lib.call("weftStreamCreate", ctypes.byref(h))
+        _lib.call("weftStreamCreateWithFlags", ctypes.byref(h), WAITERS_RUN if waiters_run else 0)
         self._h = h
         self._held = []  # tensors of enqueued work (_tensors.keep_alive), until it has run
 

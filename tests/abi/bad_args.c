@@ -427,6 +427,12 @@ int main(void) {
   EXPECT(weftAllToAll(NULL, NULL, 0, weftFloat32, comm, NULL) == weftSuccess);
 
   FAILS(weftStreamCreate(NULL), weftInvalidArgument, "stream is NULL");
+  FAILS(weftStreamCreateWithFlags(NULL, weftStreamWaitersRun), weftInvalidArgument, "stream is NULL");
+  FAILS(weftStreamCreateWithFlags(&stream, 0x6), weftInvalidArgument, "flags = 0x6");
+  EXPECT(weftStreamCreateWithFlags(&stream, weftStreamWaitersRun) == weftSuccess);
+  EXPECT(weftAllReduce(buf, buf, 8, weftFloat32, weftMax, comm, stream) == weftSuccess);
+  EXPECT(weftStreamSynchronize(stream) == weftSuccess);
+  EXPECT(weftStreamDestroy(stream) == weftSuccess);
   FAILS(weftStreamSynchronize(NULL), weftInvalidArgument, "stream is NULL");
   FAILS(weftStreamQuery((weftStream_t)(void*)buf), weftInvalidArgument, "not a live weft host stream");
   FAILS(weftStreamDestroy(NULL), weftInvalidArgument, "stream is NULL");

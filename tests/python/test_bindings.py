@@ -39,7 +39,8 @@ STRUCTS = {"weftTensor_t": _lib.Tensor, "weftConfig_t": _lib.Config, "weftReduce
            "weftParamDesc_t": _lib.ParamDesc, "weftShardGroupConfig_t": _lib.ShardGroupConfig,
            "weftShardDesc_t": _lib.ShardDesc, "weftShardMemory_t": _lib.ShardMemory,
            "weftShardScheduleConfig_t": _lib.ScheduleConfig, "weftKernelConfig_t": _lib.KernelConfig}
-SCALARS = {"int": ctypes.c_int, "size_t": ctypes.c_size_t, "float": ctypes.c_float, "int64_t": ctypes.c_int64}
+SCALARS = {"int": ctypes.c_int, "unsignedint": ctypes.c_uint, "size_t": ctypes.c_size_t, "float": ctypes.c_float,
+           "int64_t": ctypes.c_int64}
 
 
 def prototypes():
