@@ -37,17 +37,34 @@ weftStream_t WeftBackend::LeaseStream() {
     free_streams_.pop_back();
     return s;
   }
+  // A blocking call's caller waits at once: it runs the collective itself
+  // (WeftWork::wait) instead of waking the stream's thread and being woken.
   weftStream_t s = nullptr;
-  weftResult_t r = weftStreamCreate(&s);
-  TORCH_CHECK(r == weftSuccess, WeftError("weftStreamCreate", getRank(), r));
+  weftResult_t r = weftStreamCreateWithFlags(&s, weftStreamWaitersRun);
+  TORCH_CHECK(r == weftSuccess, WeftError("weftStreamCreateWithFlags", getRank(), r));
   all_streams_.push_back(s);
   return s;
 }
 
+bool WeftBackend::PinStream(WeftWork& work) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (work.released_ || work.backend_ == nullptr) return false;
+  ++work.pins_;
+  return true;
+}
+
+void WeftBackend::UnpinStream(WeftWork& work) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--work.pins_ == 0 && work.released_) free_streams_.push_back(work.stream_);
+}
+
 void WeftBackend::Finish(const c10::intrusive_ptr<WeftWork>& work) {
-  work->release_ = [this](weftStream_t s, c10::intrusive_ptr<WeftWork> ref) {
+  work->backend_ = this;
+  WeftWork* w = work.get();
+  work->release_ = [this, w](weftStream_t s, c10::intrusive_ptr<WeftWork> ref) {
     std::lock_guard<std::mutex> lock(mu_);
-    free_streams_.push_back(s);
+    w->released_ = true;
+    if (w->pins_ == 0) free_streams_.push_back(s);  // else the last UnpinStream does
     if (ref && ref.use_count() == 1) retired_.push_back(std::move(ref));
   };
   // The callback owns a reference until it has run.

@@ -32,6 +32,8 @@
 
 namespace weft_c10d {
 
+class WeftBackend;
+
 // One collective, or the collectives of one coalesced group.
 class WeftWork : public c10d::Work {
  public:
@@ -69,6 +71,14 @@ class WeftWork : public c10d::Work {
   // reference to this Work (null where there is none), which the group
   // keeps when it is the last (see OnStreamDone).
   std::function<void(weftStream_t, c10::intrusive_ptr<WeftWork>)> release_;
+  // Host: the backend whose pool the stream goes back to. A waiter runs the
+  // stream's work itself (weftStreamWaitersRun) while it holds a pin, and the
+  // stream goes back to the pool only once the last pin is gone: until then
+  // no other collective can be enqueued behind this Work's and be waited for
+  // with it. Guarded by the backend's mutex.
+  WeftBackend* backend_ = nullptr;
+  int pins_ = 0;
+  bool released_ = false;  // the stream is back in the pool (or held for it by a pin)
   bool open_ = false;  // a coalesced group before endCoalescing: more may join it
   bool grouped_ = false;  // its calls are in an open weftGroupStart (on the issuing thread)
   int device_ = -1;       // CUDA: the device of a coalesced group
@@ -139,7 +149,12 @@ class WeftBackend : public c10d::Backend {
 
  private:
   friend class Op;
+  friend class WeftWork;
   weftStream_t LeaseStream();
+  // Pins the Work's stream for a waiter (false: it already went back to the
+  // pool, the Work is done), and unpins it, sending it back where due.
+  bool PinStream(WeftWork& work);
+  void UnpinStream(WeftWork& work);
   // Host work, once its collectives are enqueued: completes on its stream.
   void Finish(const c10::intrusive_ptr<WeftWork>& work);
   CudaOrder& Order(int device);

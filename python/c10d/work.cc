@@ -25,7 +25,16 @@ bool WeftWork::isSuccess() const {
 bool WeftWork::wait(std::chrono::milliseconds timeout) {
   TORCH_CHECK(!open_, "weft: rank ", rank_, ": wait() on a collective of a coalesced group before endCoalescing "
               "(wait for the Work endCoalescing returns)");
-  if (!cuda_) return c10d::Work::wait(timeout);  // until OnStreamDone completed it
+  if (!cuda_) {
+    // Without a timeout of its own, the waiter runs the collective and its
+    // completion on this thread where the stream's thread has not begun
+    // them (weftStreamWaitersRun); the stream, pinned, holds nothing else.
+    if (timeout == kNoTimeout && !isCompleted() && backend_ != nullptr && backend_->PinStream(*this)) {
+      weftStreamSynchronize(stream_);  // its error is the Work's, which OnStreamDone recorded
+      backend_->UnpinStream(*this);
+    }
+    return c10d::Work::wait(timeout);  // until OnStreamDone completed it
+  }
   synchronize();
   return true;
 }
