@@ -63,9 +63,9 @@ void Communicator::Abort() {
 
 void Communicator::Quiesce() {
   std::unique_lock<std::mutex> lock(order_mu_);
-  const uint64_t target = next_ticket_;
+  const uint64_t calls = calls_lane_.next, receives = receives_lane_.next;
   ++quiescing_;
-  order_cv_.wait(lock, [&] { return serving_ >= target; });
+  order_cv_.wait(lock, [&] { return calls_lane_.serving >= calls && receives_lane_.serving >= receives; });
   --quiescing_;
 }
 
@@ -81,15 +81,16 @@ absl::Status Communicator::CheckBuffer(const char* what, const void* p, size_t b
   return absl::OkStatus();
 }
 
-absl::Status Communicator::Issue(const char* name, void* stream, std::function<absl::Status()> op, bool eager) {
+absl::Status Communicator::Issue(const char* name, void* stream, std::function<absl::Status()> op, CallRole role) {
   if (memory() == MemKind::kHost && InGroup()) {
     (void)trace::TakeCall();  // held calls are traced by name when GroupEnd issues them
-    return Hold(name, stream, std::move(op), eager);
+    return Hold(name, stream, std::move(op), role);
   }
-  return IssueNow(name, stream, std::move(op));
+  return IssueNow(name, stream, std::move(op), role);
 }
 
-absl::Status Communicator::IssueNow(const char* name, void* stream, std::function<absl::Status()> op) {
+absl::Status Communicator::IssueNow(const char* name, void* stream, std::function<absl::Status()> op,
+                                    CallRole role) {
   if (trace::On()) op = Traced(name, stream, std::move(op));
   if (aborted()) return Aborted("%s: the communicator (rank %d) was aborted", name, rank_);
   if (memory() == MemKind::kCuda) {
@@ -110,10 +111,11 @@ absl::Status Communicator::IssueNow(const char* name, void* stream, std::functio
                              "weftStream_t from weftStreamCreate)", name, stream);
     }
   }
+  Lane& lane = role == CallRole::kReceive && ReceivesApart() ? receives_lane_ : calls_lane_;
   uint64_t ticket;
   {
     std::lock_guard<std::mutex> lock(order_mu_);
-    ticket = next_ticket_++;
+    ticket = lane.next++;
   }
   // Serving the ticket is the last thing the work does to the communicator:
   // Quiesce (and so weftCommDestroy) may free it as soon as it sees the
@@ -121,16 +123,16 @@ absl::Status Communicator::IssueNow(const char* name, void* stream, std::functio
   // notified while order_mu_ is held (a waiter cannot return, and the
   // communicator cannot be freed, before this thread lets go of the lock).
   const bool async = hs != nullptr;
-  auto run = [this, ticket, name, async, op = std::move(op)]() -> absl::Status {
+  auto run = [this, &lane, ticket, name, async, op = std::move(op)]() -> absl::Status {
     std::unique_lock<std::mutex> lock(order_mu_);
-    turn_cv_[ticket % kTurns].wait(lock, [&] { return serving_ == ticket; });
+    lane.turn[ticket % kTurns].wait(lock, [&] { return lane.serving == ticket; });
     lock.unlock();
     absl::Status s = aborted() ? Aborted("the communicator (rank %d) was aborted", rank_) : op();
     s = Annotate(s, name);
     if (async) RecordAsyncError(s);
     lock.lock();
-    ++serving_;
-    turn_cv_[serving_ % kTurns].notify_all();  // the next ticket's, and the few sharing its slot
+    ++lane.serving;
+    lane.turn[lane.serving % kTurns].notify_all();  // the next ticket's, and the few sharing its slot
     if (quiescing_ > 0) order_cv_.notify_all();
     return s;
   };

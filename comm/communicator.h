@@ -66,6 +66,10 @@ void RegisterGroupHooks(absl::Status (*start)(), absl::Status (*end)());
 
 class Communicator {
  public:
+  // What a call is to the issue order: a send (eager on host memory, so
+  // GroupEnd issues it first), a receive (on its own lane where the
+  // backend runs receives apart), or any other call.
+  enum class CallRole { kCall, kSend, kReceive };
   Communicator(int rank, int size, const CommOptions& options);
   virtual ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -172,6 +176,12 @@ class Communicator {
   virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) = 0;
   // Called once by Abort(): wake anything blocked in the backend.
   virtual void DoAbort() {}
+  // Whether a host DoRecv may run while another Do* of this communicator
+  // runs on another thread (it shares no unguarded state with them, and the
+  // transport takes concurrent callers). Then host receives keep their
+  // order among themselves only, and a receive waiting for its message
+  // does not hold back the calls issued after it.
+  virtual bool ReceivesApart() const { return false; }
 
  private:
   // The optional direct-buffer reductions (comm/direct.h) check and issue
@@ -181,13 +191,13 @@ class Communicator {
   // Checks a buffer against the communicator's memory kind.
   absl::Status CheckBuffer(const char* what, const void* p, size_t bytes) const;
   // Runs `op` in issue order: now (stream == nullptr) or on the host stream.
-  // Inside a group (GroupStart) a host communicator holds it for GroupEnd;
-  // `eager` marks a send, which GroupEnd issues first.
-  absl::Status Issue(const char* name, void* stream, std::function<absl::Status()> op, bool eager = false);
-  absl::Status IssueNow(const char* name, void* stream, std::function<absl::Status()> op);
+  // Inside a group (GroupStart) a host communicator holds it for GroupEnd.
+  absl::Status Issue(const char* name, void* stream, std::function<absl::Status()> op,
+                     CallRole role = CallRole::kCall);
+  absl::Status IssueNow(const char* name, void* stream, std::function<absl::Status()> op, CallRole role);
   // Whether this thread is inside a group; holds a host call for GroupEnd (group.cc).
   static bool InGroup();
-  absl::Status Hold(const char* name, void* stream, std::function<absl::Status()> op, bool eager);
+  absl::Status Hold(const char* name, void* stream, std::function<absl::Status()> op, CallRole role);
   // `op` recording itself on the timeline, with what trace::NoteCall noted
   // (comm/trace_call.cc).
   std::function<absl::Status()> Traced(const char* name, void* stream, std::function<absl::Status()> op);
@@ -203,18 +213,26 @@ class Communicator {
   const CommOptions options_;
   std::atomic<bool> aborted_{false};
 
-  // Issue order: a ticket per collective, served one at a time. The work
-  // holding ticket t waits on turn_cv_[t % kTurns], so serving one ticket
-  // wakes the thread whose turn it is, not every host stream with a
-  // collective queued (a DDP backward has several buckets in flight, and on
-  // a machine whose cores run the backward each needless wake-up takes one
-  // from it). order_cv_ is Quiesce's.
+  // Issue order: a ticket per call, served one at a time. The work holding
+  // ticket t waits on turn[t % kTurns], so serving one ticket wakes the
+  // thread whose turn it is, not every host stream with a collective queued
+  // (a DDP backward has several buckets in flight, and on a machine whose
+  // cores run the backward each needless wake-up takes one from it).
+  // Where the backend runs receives apart (ReceivesApart), host receives
+  // take their tickets on a lane of their own: they keep their order among
+  // themselves, which is the order messages match in, while a receive that
+  // waits for its message holds back no send or collective issued after it
+  // (a peer's message may depend on those, as MPI's nonblocking receive and
+  // gloo's allow). order_cv_ is Quiesce's.
   static constexpr size_t kTurns = 8;
+  struct Lane {
+    uint64_t next = 0;     // the next ticket to hand out
+    uint64_t serving = 0;  // the ticket whose turn it is
+    std::condition_variable turn[kTurns];
+  };
   std::mutex order_mu_;
   std::condition_variable order_cv_;
-  std::condition_variable turn_cv_[kTurns];
-  uint64_t next_ticket_ = 0;
-  uint64_t serving_ = 0;
+  Lane calls_lane_, receives_lane_;
   int quiescing_ = 0;  // threads in Quiesce, under order_mu_
 
   mutable std::mutex error_mu_;

@@ -27,7 +27,7 @@ struct Held {
   const char* name;
   void* stream;
   std::function<absl::Status()> op;
-  bool eager;
+  Communicator::CallRole role;
 };
 
 struct Group {
@@ -55,8 +55,8 @@ void RegisterGroupHooks(absl::Status (*start)(), absl::Status (*end)()) {
 
 bool Communicator::InGroup() { return group.depth > 0; }
 
-absl::Status Communicator::Hold(const char* name, void* stream, std::function<absl::Status()> op, bool eager) {
-  group.held.push_back({this, name, stream, std::move(op), eager});
+absl::Status Communicator::Hold(const char* name, void* stream, std::function<absl::Status()> op, CallRole role) {
+  group.held.push_back({this, name, stream, std::move(op), role});
   return absl::OkStatus();
 }
 
@@ -78,8 +78,8 @@ absl::Status Communicator::GroupEnd() {
   size_t issued = 0;
   for (bool sends : {true, false}) {
     for (Held& h : held) {
-      if (h.eager != sends || !status.ok()) continue;
-      status = h.comm->IssueNow(h.name, h.stream, std::move(h.op));
+      if ((h.role == CallRole::kSend) != sends || !status.ok()) continue;
+      status = h.comm->IssueNow(h.name, h.stream, std::move(h.op), h.role);
       ++issued;
     }
   }

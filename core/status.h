@@ -13,6 +13,9 @@
 #ifndef WEFT_CORE_STATUS_H_
 #define WEFT_CORE_STATUS_H_
 
+#include <atomic>
+#include <mutex>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
@@ -58,6 +61,33 @@ absl::Status Aborted(const absl::FormatSpec<Args...>& f, const Args&... a) {
 
 // Prefixes a status message with context ("all_reduce: ...") keeping its code.
 absl::Status Annotate(const absl::Status& s, std::string_view context);
+
+// The first error of something shared by threads (a communicator whose
+// receives run beside its collectives): set once, kept, read by any of them.
+//
+//   broken_.Set(s);                           // no-op for OK, or once set
+//   if (!broken_.ok()) return broken_.get();
+class FirstError {
+ public:
+  bool ok() const { return !set_.load(std::memory_order_acquire); }
+  absl::Status get() const {
+    if (ok()) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+  void Set(const absl::Status& s) {
+    if (s.ok()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (set_.load(std::memory_order_relaxed)) return;
+    status_ = s;
+    set_.store(true, std::memory_order_release);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  absl::Status status_;
+  std::atomic<bool> set_{false};
+};
 
 }  // namespace weft
 

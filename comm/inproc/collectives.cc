@@ -112,7 +112,7 @@ std::string Describe(const Slot& slot) {
 
 absl::Status InProcComm::Publish(const void* send, void* recv, size_t count, int64_t signature, uint64_t layout,
                                  uint64_t offer) {
-  if (!broken_.ok()) return broken_;
+  if (!broken_.ok()) return broken_.get();
   world_->slot(rank()) = {send, recv, static_cast<int64_t>(count), signature, layout, offer};
   RETURN_IF_ERROR(Arrive(/*compare=*/true));
   const int r = world_->disagreement();
@@ -132,8 +132,8 @@ absl::Status InProcComm::Publish(const void* send, void* recv, size_t count, int
   const bool breaks = zero.b != other.b || (kind != kAllReduceReady && kind != kAllReduceReadyParts);
   RETURN_IF_ERROR(Arrive());
   if (breaks) {
-    broken_ = InvalidUsage("rank %d: this communicator is unusable after its ranks called different collectives "
-                           "(%s); destroy it", rank(), mismatch.message());
+    broken_.Set(InvalidUsage("rank %d: this communicator is unusable after its ranks called different collectives "
+                             "(%s); destroy it", rank(), mismatch.message()));
   }
   return mismatch;
 }
@@ -399,8 +399,8 @@ absl::Status InProcComm::DoAllToAllv(const void* send, const std::vector<size_t>
   // Nobody leaves, and frees its counts, while a peer may still read them here.
   RETURN_IF_ERROR(Arrive());
   if (!verdict.ok()) {
-    broken_ = InvalidUsage("rank %d: this communicator is unusable after its ranks disagreed (%s); destroy it",
-                           rank(), verdict.message());
+    broken_.Set(InvalidUsage("rank %d: this communicator is unusable after its ranks disagreed (%s); destroy it",
+                             rank(), verdict.message()));
     return verdict;
   }
   Share(first.back(), [&](size_t i) {

@@ -24,6 +24,7 @@
 
 #include "comm/communicator.h"
 #include "comm/direct.h"
+#include "core/status.h"
 
 namespace weft {
 namespace inproc {
@@ -148,10 +149,12 @@ class InProcComm final : public Communicator, public DirectReduce {
   absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
   absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(int color, int key) override;
   void DoAbort() override { world_->Abort(); }
+  // A receive touches only the world's mailboxes (under their lock) and broken_.
+  bool ReceivesApart() const override { return true; }
 
  private:
   absl::Status Arrive(bool compare = false) {
-    if (!broken_.ok()) return broken_;
+    if (!broken_.ok()) return broken_.get();
     return world_->Arrive(rank(), options().timeout_ms, compare);
   }
   // Publishes {send, recv, count, signature, layout, offer} and waits for
@@ -183,7 +186,8 @@ class InProcComm final : public Communicator, public DirectReduce {
   // backends do: later calls are refused (the program's calls are out of
   // step; going on would pair the wrong calls). Ready agreements whose
   // calls match but whose extents differ leave it alone (P2pComm's rule).
-  absl::Status broken_;
+  // Receives, which run beside the other calls, set and read it too.
+  FirstError broken_;
   uint64_t splits_ = 0;
   uint64_t tickets_ = 0;            // chunks of this world's collectives so far: the next one's base
   std::vector<unsigned char> acc_;  // accumulator scratch, reused across calls

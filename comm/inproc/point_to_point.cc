@@ -59,7 +59,7 @@ absl::StatusOr<World::Message> World::Take(int from, int to, int tag, int timeou
 }
 
 absl::Status InProcComm::DoSend(const void* send, size_t count, DataType t, int peer, int tag, void*) {
-  if (!broken_.ok()) return broken_;
+  if (!broken_.ok()) return broken_.get();
   World::Message m;
   const auto* p = static_cast<const unsigned char*>(send);
   m.bytes.assign(p, p + count * ElementSize(t));
@@ -70,13 +70,13 @@ absl::Status InProcComm::DoSend(const void* send, size_t count, DataType t, int 
 }
 
 absl::Status InProcComm::DoRecv(void* recv, size_t count, DataType t, int peer, int tag, int* source, void*) {
-  if (!broken_.ok()) return broken_;
+  if (!broken_.ok()) return broken_.get();
   ASSIGN_OR_RETURN(World::Message m, world_->Take(peer, rank(), tag, options().timeout_ms));
   if (m.count != count || m.t != t) {
     const absl::Status s = InvalidUsage("rank %d sent %zu %s, but rank %d receives %zu %s from it on tag %d", m.from,
                                         m.count, Name(m.t), rank(), count, Name(t), tag);
-    broken_ = InvalidUsage("rank %d: this communicator is unusable after a receive failed (%s); destroy it", rank(),
-                           s.message());
+    broken_.Set(InvalidUsage("rank %d: this communicator is unusable after a receive failed (%s); destroy it", rank(),
+                             s.message()));
     return s;
   }
   if (!m.bytes.empty()) std::memcpy(recv, m.bytes.data(), m.bytes.size());

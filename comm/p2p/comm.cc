@@ -126,8 +126,9 @@ void P2pComm::DoAbort() {
 }
 
 absl::Status P2pComm::Usable() const {
-  if (broken_.ok() && outbox_ != nullptr) {
-    const absl::Status sent = outbox_->status();
+  if (broken_.ok()) {
+    std::lock_guard<std::mutex> lock(outbox_mu_);
+    const absl::Status sent = outbox_ != nullptr ? outbox_->status() : absl::OkStatus();
     if (!sent.ok()) {
       return InvalidUsage("rank %d: this communicator is unusable after a send failed (%s); destroy it", rank(),
                           sent.message());
@@ -135,7 +136,7 @@ absl::Status P2pComm::Usable() const {
   }
   if (broken_.ok()) return absl::OkStatus();
   return InvalidUsage("rank %d: this communicator is unusable after an earlier failure (%s); destroy it",
-                      rank(), broken_.message());
+                      rank(), broken_.get().message());
 }
 
 absl::Status P2pComm::Explain(absl::Status s) const {
@@ -150,7 +151,7 @@ absl::Status P2pComm::Explain(absl::Status s) const {
 }
 
 absl::Status P2pComm::Settle(absl::Status s) {
-  if (!s.ok() && broken_.ok()) broken_ = s;
+  broken_.Set(s);
   return s;
 }
 
@@ -282,16 +283,21 @@ absl::StatusOr<size_t> P2pComm::DoAllReduceReady(void* data, size_t reduced, siz
 
 absl::Status P2pComm::DoSend(const void* send, size_t count, DataType t, int peer, int tag, void*) {
   RETURN_IF_ERROR(Usable());
-  if (outbox_ == nullptr) {
-    outbox_ = std::make_unique<Outbox>(SendWire(), Wait(), EagerBytes(),
-                                       [this](const absl::Status& s) { RecordAsyncError(s); });
+  Outbox* outbox;
+  {
+    std::lock_guard<std::mutex> lock(outbox_mu_);
+    if (outbox_ == nullptr) {
+      outbox_ = std::make_unique<Outbox>(SendWire(), Wait(), EagerBytes(),
+                                         [this](const absl::Status& s) { RecordAsyncError(s); });
+    }
+    outbox = outbox_.get();
   }
   if (check_) {
     // The header goes first, on the same tag, so it is the receive's first message.
     const Call header = Stamp(MakeCall(CallKind::kSend, t, count), sent_[{peer, tag}]++);
-    RETURN_IF_ERROR(outbox_->Send(header.words, sizeof(header.words), peer, UserTag(tag)));
+    RETURN_IF_ERROR(outbox->Send(header.words, sizeof(header.words), peer, UserTag(tag)));
   }
-  return outbox_->Send(send, count * ElementSize(t), peer, UserTag(tag));
+  return outbox->Send(send, count * ElementSize(t), peer, UserTag(tag));
 }
 
 // From any rank, the first message names the sender (the header, or the

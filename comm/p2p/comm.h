@@ -35,6 +35,7 @@
 #include "comm/p2p/schedule.h"
 #include "comm/p2p/shm.h"
 #include "comm/p2p/topology.h"
+#include "core/status.h"
 
 namespace weft {
 namespace p2p {
@@ -109,6 +110,11 @@ class P2pComm : public Communicator, public DirectReduce {
                            DataType t, void* stream) override;
   // Aborts the hierarchy's communicators too.
   void DoAbort() override;
+  // A receive is a schedule of its own on the transport, which takes
+  // concurrent callers (the outbox's thread already is one); the state it
+  // shares with the other calls (broken_, the outbox, the hang watch's
+  // board) is guarded.
+  bool ReceivesApart() const override { return true; }
   // On one node the shared-memory rounds stage from and store into pieces.
   bool ReducesPieces() const override { return shm_ != nullptr; }
   absl::Status DoAllReducePieces(const std::vector<Piece>& pieces, DataType t, RedOp op) override;
@@ -179,12 +185,13 @@ class P2pComm : public Communicator, public DirectReduce {
   // ranks outnumber its cores: a sleeping waiter there is woken a time slice
   // late, and its peer needs the core a yield hands over.
   const WaitPolicy wait_;
-  absl::Status broken_;  // set once, by the collective that failed
+  FirstError broken_;  // set once, by the call that failed (receives run beside the others)
   std::unique_ptr<NodeShm> shm_;  // null: point-to-point only
   // After shm_ (its board reads the segment), before outbox_ (whose thread waits with it).
   HangWatch watch_;
   std::unique_ptr<unsigned char[]> scratch_;
-  std::unique_ptr<Outbox> outbox_;  // made by the first send
+  std::unique_ptr<Outbox> outbox_;  // made by the first send, under outbox_mu_
+  mutable std::mutex outbox_mu_;     // Usable() reads outbox_ from a receive's thread too
   size_t scratch_bytes_ = 0;
   // The node key exchange, the table and the hierarchy's splits.
   absl::Status AttachHierarchy(const absl::StatusOr<HierTable>& table, const char* spec);

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,10 @@ class HangWatch {
   ProgressWords own_;
   ProgressWords* mine_ = &own_;
   std::unique_ptr<Board> board_;
+  // A communicator's receives wait beside its collectives (ReceivesApart),
+  // and both probe: one at a time through a board. Recursive: Survey calls
+  // back into Report. A part takes its world's after its own.
+  mutable std::recursive_mutex board_mu_;
 };
 
 // Whether `s` is ProbeDead's error (so it is not explained twice).

@@ -40,16 +40,20 @@ weftResult_t weftBarrier(weftComm_t comm);
 /* Point-to-point. weftSend sends `count` elements to rank `peer`, which
  * receives them with weftRecv of the same count and type from this rank.
  * Sends and receives between two ranks match in the order each issued them;
- * they keep the communicator's issue order with its collectives, and take
- * part in it on this rank only (no other rank need call anything). peer may
- * be the caller itself. count 0 moves nothing and matches nothing.
+ * they take part in the communicator's issue order on this rank only (no
+ * other rank need call anything). peer may be the caller itself. count 0
+ * moves nothing and matches nothing.
  *  - Host memory: a send is eager. It copies sendbuf and returns (stream
  *    NULL) or completes (host stream) without waiting for the receiver; weft
  *    delivers it in the background, so ranks that all send before they
  *    receive, with messages of any size, never deadlock, and sendbuf may be
  *    reused at once. A receive blocks (or, on a host stream, occupies the
  *    stream) until the message is in recvbuf, at most the communicator's
- *    timeout (weftTimeout naming the peer). A send that is never received
+ *    timeout (weftTimeout naming the peer). Host receives keep the issue
+ *    order among themselves (receives and receives from any source), but a
+ *    receive waiting for its message holds back no send or collective
+ *    issued after it on another stream, as MPI_Irecv does not: every rank
+ *    may post its receives on host streams before its sends. A send that is never received
  *    fails with weftTimeout after the timeout, reported by
  *    weftCommGetAsyncError; weftCommDestroy waits for the sends made so far
  *    to be received (abort first to drop them). On the in-process backend a

@@ -44,7 +44,8 @@
  *    runtime's error, as in NCCL.
  *  - Ordering. Collectives on one communicator execute in the order they were
  *    issued, across all streams, and every rank must issue the same
- *    collectives on a communicator in the same order (NCCL's rule).
+ *    collectives on a communicator in the same order (NCCL's rule). Host
+ *    receives keep that order among themselves only (weftRecv).
  */
 #ifndef WEFT_TYPES_H_
 #define WEFT_TYPES_H_

@@ -155,6 +155,41 @@ std::string InGroupAndOnStream(Communicator& comm, uint64_t seed, int next, int 
   return err + in_c.Check() + in_d.Check();
 }
 
+// Receives posted before anything is sent, each on a host stream of its
+// own, then an all-reduce and the sends on another: a receive waiting for
+// its message holds back no call issued after it (the all-reduce and the
+// sends run, and so the messages come). The two receives on tag 11 from
+// one rank, on two streams, still take its messages in the order issued;
+// the third, from any rank, names the sender.
+std::string ReceivesBeforeSends(Communicator& comm, uint64_t seed, int next, int prev) {
+  const int n = comm.size(), r = comm.rank();
+  const Msg a{80, 11, DataType::kFloat32, 100003}, b{81, 11, DataType::kInt32, 5}, c{82, 12, DataType::kUint8, 999};
+  Inbox in_a(seed, prev, r, a), in_b(seed, prev, r, b), in_c(seed, prev, r, c);
+  int source = -7;
+  HostStream first, second, third, calls;
+  absl::Status s = in_a.Recv(comm, prev, &first);
+  if (s.ok()) s = in_b.Recv(comm, prev, &second);
+  if (s.ok()) s = comm.RecvAnySource(in_c.buf.data(), c.count, c.t, c.tag, &source, &third);
+  std::vector<int32_t> sum(3, r + 1);
+  if (s.ok()) s = comm.AllReduce(sum.data(), sum.data(), sum.size(), DataType::kInt32, RedOp::kSum, &calls);
+  std::deque<std::vector<unsigned char>> keep;
+  for (const Msg* m : {&c, &a, &b}) {
+    if (s.ok()) s = SendMsg(comm, seed, next, *m, &calls, &keep);
+  }
+  absl::Status done = absl::OkStatus();
+  for (HostStream* stream : {&calls, &third, &second, &first}) {
+    const absl::Status synced = stream->Synchronize();
+    if (done.ok()) done = synced;
+  }
+  if (!s.ok() || !done.ok()) return Error("receives issued before the sends", s.ok() ? done : s);
+  std::string err = in_a.Check() + in_b.Check() + in_c.Check();
+  if (source != prev) err += absl::StrCat("\n  the receive from any rank reported ", source, ", not ", prev);
+  for (int32_t v : sum) {
+    if (v != n * (n + 1) / 2) err += absl::StrCat("\n  the all-reduce between gave ", v, ", not ", n * (n + 1) / 2);
+  }
+  return err;
+}
+
 std::string TagRange(Communicator& comm, uint64_t seed) {
   std::string err;
   float x = 1;
@@ -324,6 +359,7 @@ std::string CheckTags(Communicator& comm, uint64_t seed) {
   if (err.empty()) err = AcrossCollectives(comm, seed, next, prev);
   if (err.empty()) err = TagZeroIsPlain(comm, seed, next, prev);
   if (err.empty()) err = InGroupAndOnStream(comm, seed, next, prev);
+  if (err.empty()) err = ReceivesBeforeSends(comm, seed, next, prev);
   if (err.empty()) err = TagRange(comm, seed);
   return Failed("tags", r, err);
 }

@@ -30,7 +30,10 @@ namespace testing {
 //    then received: users' tags never meet a collective's messages;
 //  - Send/Recv are tag 0, with either form on either side;
 //  - receives by tag in reverse order before the sends, inside a group;
-//  - tagged sends and receives on a host stream.
+//  - tagged sends and receives on a host stream;
+//  - receives on host streams of their own, issued before an all-reduce and
+//    the sends on another: no receive holds back the calls after it, and
+//    two receives on one tag take the messages in the order issued.
 // Tags -1 and WEFT_TAG_MAX + 1 are refused (InvalidArgument naming the tag)
 // and WEFT_TAG_MAX itself works.
 std::string CheckTags(Communicator& comm, uint64_t seed);

@@ -3,9 +3,9 @@
     .venv/bin/torchrun --standalone --nproc_per_node 3 tests/torch/test_p2p.py
 
 Every rank sends to the next rank several messages on different tags and receives them from the previous rank in
-another order than they were sent: blocking send/recv, isend/irecv (receives posted before the sends), and
-batch_isend_irecv with a tag per pair and per message; rank 0 receives from any source (irecv and recv without a
-src), reporting each sender. gloo does the same exchange in the same job, and weft's results must equal gloo's
+another order than they were sent: blocking send/recv, isend/irecv, irecv before isend (every rank's receives
+posted, then an all_reduce, then the sends), and batch_isend_irecv with a tag per pair and per message; rank 0
+receives from any source (irecv and recv without a src), reporting each sender. gloo does the same exchange in the same job, and weft's results must equal gloo's
 exactly (and the inputs, which name sender, tag and message). Receive buffers are poisoned first. A tag outside
 [0, WEFT_TAG_MAX] is a ValueError naming it, and the group goes on.
 """
@@ -30,13 +30,25 @@ def poison(dtype, count):
     return torch.full((count,), 77, dtype=dtype)
 
 
-def exchange(job, group, blocking):
-    """Sends MESSAGES to the next rank and takes them from the previous one in reverse order; the received list."""
+def exchange(job, group, blocking, receives_first=False):
+    """Sends MESSAGES to the next rank and takes them from the previous one in reverse order; the received list.
+    receives_first: every rank posts its irecvs, then an all_reduce, and only then its isends (MPI's halo
+    exchange): no receive may hold back the calls after it."""
     w = job.world
     nxt, prev = (job.rank + 1) % w, (job.rank - 1) % w
     got = [poison(dtype, count) for _, dtype, count in MESSAGES]
-    # The sends go first: a weft receive waits in its group's issue order (docs/torch.md), and gloo's blocking
-    # send waits for its receiver.
+    if receives_first:
+        recvs = [dist.irecv(got[i], prev, group=group, tag=MESSAGES[i][0]) for i in reversed(range(len(MESSAGES)))]
+        total = torch.full((5,), job.rank + 1, dtype=torch.int64)
+        dist.all_reduce(total, group=group)
+        job.check(bool((total == w * (w + 1) // 2).all()), "all_reduce between the irecvs and the isends: %s" %
+                  total.tolist())
+        sends = [dist.isend(message(job.rank, tag, dtype, count), nxt, group=group, tag=tag)
+                 for tag, dtype, count in MESSAGES]
+        for work in recvs + sends:
+            work.wait()
+        return got
+    # gloo's blocking send waits for its receiver: the sends go first.
     sends = [dist.isend(message(job.rank, tag, dtype, count), nxt, group=group, tag=tag)
              for tag, dtype, count in MESSAGES]
     if blocking:
@@ -53,10 +65,10 @@ def exchange(job, group, blocking):
 
 def test_tagged_send_recv(job):
     prev = (job.rank - 1) % job.world
-    for blocking in (True, False):
-        form = "send/recv" if blocking else "isend/irecv"
-        got = exchange(job, None, blocking)
-        want = exchange(job, job.gloo, blocking)
+    for blocking, first in ((True, False), (False, False), (False, True)):
+        form = "send/recv" if blocking else "irecv before isend" if first else "isend/irecv"
+        got = exchange(job, None, blocking, first)
+        want = exchange(job, job.gloo, blocking, first)
         for (tag, dtype, count), g, r in zip(MESSAGES, got, want):
             job.check(same_bits(g, r), "%s tag %d %s count %d: weft differs from gloo" % (form, tag, dtype, count))
             job.check(same_bits(g, message(prev, tag, dtype, count)), "%s tag %d: not rank %d's message" %
