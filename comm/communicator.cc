@@ -63,9 +63,11 @@ void Communicator::Abort() {
 
 void Communicator::Quiesce() {
   std::unique_lock<std::mutex> lock(order_mu_);
-  const uint64_t calls = calls_lane_.next, receives = receives_lane_.next;
+  const uint64_t target = next_ticket_, receives = next_receive_;
   ++quiescing_;
-  order_cv_.wait(lock, [&] { return calls_lane_.serving >= calls && receives_lane_.serving >= receives; });
+  order_cv_.wait(lock, [&] {
+    return serving_ >= target && (receives_.empty() || receives_.front().number >= receives);
+  });
   --quiescing_;
 }
 
@@ -111,28 +113,68 @@ absl::Status Communicator::IssueNow(const char* name, void* stream, std::functio
                              "weftStream_t from weftStreamCreate)", name, stream);
     }
   }
-  Lane& lane = role == CallRole::kReceive && ReceivesApart() ? receives_lane_ : calls_lane_;
+  const bool async = hs != nullptr;
+  if (role.kind == CallRole::Kind::kReceive && ReceivesApart()) {
+    return IssueReceive(name, hs, std::move(op), role);
+  }
   uint64_t ticket;
   {
     std::lock_guard<std::mutex> lock(order_mu_);
-    ticket = lane.next++;
+    ticket = next_ticket_++;
   }
   // Serving the ticket is the last thing the work does to the communicator:
   // Quiesce (and so weftCommDestroy) may free it as soon as it sees the
   // count, so the async error is recorded before, and the waiters are
   // notified while order_mu_ is held (a waiter cannot return, and the
   // communicator cannot be freed, before this thread lets go of the lock).
-  const bool async = hs != nullptr;
-  auto run = [this, &lane, ticket, name, async, op = std::move(op)]() -> absl::Status {
+  auto run = [this, ticket, name, async, op = std::move(op)]() -> absl::Status {
     std::unique_lock<std::mutex> lock(order_mu_);
-    lane.turn[ticket % kTurns].wait(lock, [&] { return lane.serving == ticket; });
+    turn_cv_[ticket % kTurns].wait(lock, [&] { return serving_ == ticket; });
     lock.unlock();
     absl::Status s = aborted() ? Aborted("the communicator (rank %d) was aborted", rank_) : op();
     s = Annotate(s, name);
     if (async) RecordAsyncError(s);
     lock.lock();
-    ++lane.serving;
-    lane.turn[lane.serving % kTurns].notify_all();  // the next ticket's, and the few sharing its slot
+    ++serving_;
+    turn_cv_[serving_ % kTurns].notify_all();  // the next ticket's, and the few sharing its slot
+    if (quiescing_ > 0) order_cv_.notify_all();
+    return s;
+  };
+  if (!async) return run();
+  hs->Enqueue(std::move(run));
+  return absl::OkStatus();
+}
+
+bool Communicator::Behind(const PendingReceive& r) const {
+  for (const PendingReceive& e : receives_) {
+    if (e.number >= r.number) return false;  // in issue order: the rest came after
+    if (e.tag == r.tag && (e.peer == r.peer || e.peer == kAnySource || r.peer == kAnySource)) return true;
+  }
+  return false;
+}
+
+absl::Status Communicator::IssueReceive(const char* name, HostStream* hs, std::function<absl::Status()> op,
+                                        CallRole role) {
+  PendingReceive mine;
+  {
+    std::lock_guard<std::mutex> lock(order_mu_);
+    mine = {next_receive_++, role.peer, role.tag};
+    receives_.push_back(mine);  // now: a receive issued later waits for it, even before it runs
+  }
+  const bool async = hs != nullptr;
+  // Leaving receives_ is the last thing it does to the communicator, under
+  // order_mu_, as serving a ticket is above.
+  auto run = [this, mine, name, async, op = std::move(op)]() -> absl::Status {
+    std::unique_lock<std::mutex> lock(order_mu_);
+    receive_cv_.wait(lock, [&] { return !Behind(mine); });
+    lock.unlock();
+    absl::Status s = aborted() ? Aborted("the communicator (rank %d) was aborted", rank_) : op();
+    s = Annotate(s, name);
+    if (async) RecordAsyncError(s);
+    lock.lock();
+    receives_.erase(std::find_if(receives_.begin(), receives_.end(),
+                                 [&](const PendingReceive& e) { return e.number == mine.number; }));
+    receive_cv_.notify_all();  // few receives wait at once; each re-checks what it waits for
     if (quiescing_ > 0) order_cv_.notify_all();
     return s;
   };

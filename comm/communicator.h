@@ -35,6 +35,7 @@ namespace weft {
 namespace trace {
 class Sink;
 }  // namespace trace
+class HostStream;
 
 // Values equal weftBackend_t.
 enum class Backend : int { kAuto = 0, kInProcess = 1, kMpi = 2, kNccl = 3, kUcx = 4 };
@@ -64,12 +65,19 @@ inline constexpr int kAnySource = -2;
 // reaches them without shared code naming the backend.
 void RegisterGroupHooks(absl::Status (*start)(), absl::Status (*end)());
 
+// What a call is to a communicator's issue order: a send (eager on host
+// memory, so GroupEnd issues it first), a receive (of `peer`, kAnySource for
+// any rank, and `tag`: ordered only behind the receives it could take a
+// message from, where the backend runs receives apart), or any other call.
+struct CallRole {
+  enum class Kind { kCall, kSend, kReceive };
+  Kind kind = Kind::kCall;
+  int peer = 0;
+  int tag = 0;
+};
+
 class Communicator {
  public:
-  // What a call is to the issue order: a send (eager on host memory, so
-  // GroupEnd issues it first), a receive (on its own lane where the
-  // backend runs receives apart), or any other call.
-  enum class CallRole { kCall, kSend, kReceive };
   Communicator(int rank, int size, const CommOptions& options);
   virtual ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -177,10 +185,10 @@ class Communicator {
   // Called once by Abort(): wake anything blocked in the backend.
   virtual void DoAbort() {}
   // Whether a host DoRecv may run while another Do* of this communicator
-  // runs on another thread (it shares no unguarded state with them, and the
-  // transport takes concurrent callers). Then host receives keep their
-  // order among themselves only, and a receive waiting for its message
-  // does not hold back the calls issued after it.
+  // runs on another thread, another DoRecv included (it shares no unguarded
+  // state with them, and the transport takes concurrent callers). Then a
+  // host receive waits only for the earlier receives that could take its
+  // message, and holds back no other call.
   virtual bool ReceivesApart() const { return false; }
 
  private:
@@ -193,8 +201,10 @@ class Communicator {
   // Runs `op` in issue order: now (stream == nullptr) or on the host stream.
   // Inside a group (GroupStart) a host communicator holds it for GroupEnd.
   absl::Status Issue(const char* name, void* stream, std::function<absl::Status()> op,
-                     CallRole role = CallRole::kCall);
+                     CallRole role = {});
   absl::Status IssueNow(const char* name, void* stream, std::function<absl::Status()> op, CallRole role);
+  // IssueNow's path for a receive of a backend that runs them apart.
+  absl::Status IssueReceive(const char* name, HostStream* hs, std::function<absl::Status()> op, CallRole role);
   // Whether this thread is inside a group; holds a host call for GroupEnd (group.cc).
   static bool InGroup();
   absl::Status Hold(const char* name, void* stream, std::function<absl::Status()> op, CallRole role);
@@ -214,26 +224,34 @@ class Communicator {
   std::atomic<bool> aborted_{false};
 
   // Issue order: a ticket per call, served one at a time. The work holding
-  // ticket t waits on turn[t % kTurns], so serving one ticket wakes the
+  // ticket t waits on turn_cv_[t % kTurns], so serving one ticket wakes the
   // thread whose turn it is, not every host stream with a collective queued
   // (a DDP backward has several buckets in flight, and on a machine whose
   // cores run the backward each needless wake-up takes one from it).
-  // Where the backend runs receives apart (ReceivesApart), host receives
-  // take their tickets on a lane of their own: they keep their order among
-  // themselves, which is the order messages match in, while a receive that
-  // waits for its message holds back no send or collective issued after it
-  // (a peer's message may depend on those, as MPI's nonblocking receive and
-  // gloo's allow). order_cv_ is Quiesce's.
+  // order_cv_ is Quiesce's.
   static constexpr size_t kTurns = 8;
-  struct Lane {
-    uint64_t next = 0;     // the next ticket to hand out
-    uint64_t serving = 0;  // the ticket whose turn it is
-    std::condition_variable turn[kTurns];
-  };
   std::mutex order_mu_;
   std::condition_variable order_cv_;
-  Lane calls_lane_, receives_lane_;
+  std::condition_variable turn_cv_[kTurns];
+  uint64_t next_ticket_ = 0;
+  uint64_t serving_ = 0;
   int quiescing_ = 0;  // threads in Quiesce, under order_mu_
+  // Where the backend runs receives apart (ReceivesApart), host receives
+  // take no ticket: a receive waits only for the earlier receives that
+  // could take its message (same tag; same peer, or either from any rank),
+  // which keeps the order messages match in, and holds back no other call
+  // (a peer's message may depend on those, as MPI's nonblocking receive and
+  // gloo's allow). Those issued and not yet done, in issue order.
+  struct PendingReceive {
+    uint64_t number;
+    int peer;
+    int tag;
+  };
+  std::vector<PendingReceive> receives_;  // under order_mu_
+  uint64_t next_receive_ = 0;
+  std::condition_variable receive_cv_;
+  // Whether an earlier receive in receives_ could take the message of `r`'s.
+  bool Behind(const PendingReceive& r) const;
 
   mutable std::mutex error_mu_;
   absl::Status async_error_;

@@ -27,7 +27,7 @@ struct Held {
   const char* name;
   void* stream;
   std::function<absl::Status()> op;
-  Communicator::CallRole role;
+  CallRole role;
 };
 
 struct Group {
@@ -78,7 +78,7 @@ absl::Status Communicator::GroupEnd() {
   size_t issued = 0;
   for (bool sends : {true, false}) {
     for (Held& h : held) {
-      if ((h.role == CallRole::kSend) != sends || !status.ok()) continue;
+      if ((h.role.kind == CallRole::Kind::kSend) != sends || !status.ok()) continue;
       status = h.comm->IssueNow(h.name, h.stream, std::move(h.op), h.role);
       ++issued;
     }

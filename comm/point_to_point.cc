@@ -44,7 +44,7 @@ absl::Status Communicator::SendTagged(const void* send, size_t count, DataType t
   trace::NoteCall(count, static_cast<int>(t), -1, peer, tag);
   return Issue("send", stream, fault::Hook(*this, {send, *bytes, nullptr, 0, t, false}, [=, this](const void* s) {
     return DoSend(s, count, t, peer, tag, stream);
-  }), CallRole::kSend);
+  }), CallRole{CallRole::Kind::kSend});
 }
 
 absl::Status Communicator::RecvTagged(void* recv, size_t count, DataType t, int peer, int tag, void* stream) {
@@ -58,7 +58,7 @@ absl::Status Communicator::RecvTagged(void* recv, size_t count, DataType t, int 
   trace::NoteCall(count, static_cast<int>(t), -1, peer, tag);
   return Issue("recv", stream, fault::Hook(*this, {nullptr, 0, recv, *bytes, t, false}, [=, this](const void*) {
     return DoRecv(recv, count, t, peer, tag, nullptr, stream);
-  }), CallRole::kReceive);
+  }), CallRole{CallRole::Kind::kReceive, peer, tag});
 }
 
 absl::Status Communicator::RecvAnySource(void* recv, size_t count, DataType t, int tag, int* source, void* stream) {
@@ -77,7 +77,7 @@ absl::Status Communicator::RecvAnySource(void* recv, size_t count, DataType t, i
   const fault::Call call{nullptr, 0, recv, *bytes, t, false};
   return Issue("recv_any_source", stream, fault::Hook(*this, call, [=, this](const void*) {
     return DoRecv(recv, count, t, kAnySource, tag, source, stream);
-  }), CallRole::kReceive);
+  }), CallRole{CallRole::Kind::kReceive, kAnySource, tag});
 }
 
 absl::Status Communicator::Reduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root,

@@ -313,7 +313,12 @@ absl::Status P2pComm::DoRecv(void* recv, size_t count, DataType t, int peer, int
     Call got;
     RETURN_IF_ERROR(
         Annotate(p2p::Receive(MakeEngine(), got.words, sizeof(got.words), peer, tag, EagerBytes(), &from), what));
-    const Call want = Stamp(MakeCall(CallKind::kSend, t, count), received_[{from, tag}]++);
+    uint64_t number;
+    {
+      std::lock_guard<std::mutex> lock(received_mu_);  // receives of other tags or peers run beside this one
+      number = received_[{from, tag}]++;
+    }
+    const Call want = Stamp(MakeCall(CallKind::kSend, t, count), number);
     RETURN_IF_ERROR(Settle(CheckMessage(rank(), from, tag, want, got)));
   }
   RETURN_IF_ERROR(

@@ -112,8 +112,8 @@ class P2pComm : public Communicator, public DirectReduce {
   void DoAbort() override;
   // A receive is a schedule of its own on the transport, which takes
   // concurrent callers (the outbox's thread already is one); the state it
-  // shares with the other calls (broken_, the outbox, the hang watch's
-  // board) is guarded.
+  // shares with the other calls and receives (broken_, the outbox, the hang
+  // watch's board, the receive numbers) is guarded.
   bool ReceivesApart() const override { return true; }
   // On one node the shared-memory rounds stage from and store into pieces.
   bool ReducesPieces() const override { return shm_ != nullptr; }
@@ -208,7 +208,9 @@ class P2pComm : public Communicator, public DirectReduce {
   bool check_;
   uint64_t checked_ = 0;  // point-to-point checks, the same count on every rank
   // Per (peer, tag): sends and receives so far, numbered in their headers.
+  // Receives of different tags or peers run at once: received_ under its lock.
   std::map<std::pair<int, int>, uint64_t> sent_, received_;
+  std::mutex received_mu_;
 };
 
 }  // namespace p2p

@@ -49,11 +49,12 @@ weftResult_t weftBarrier(weftComm_t comm);
  *    receive, with messages of any size, never deadlock, and sendbuf may be
  *    reused at once. A receive blocks (or, on a host stream, occupies the
  *    stream) until the message is in recvbuf, at most the communicator's
- *    timeout (weftTimeout naming the peer). Host receives keep the issue
- *    order among themselves (receives and receives from any source), but a
- *    receive waiting for its message holds back no send or collective
- *    issued after it on another stream, as MPI_Irecv does not: every rank
- *    may post its receives on host streams before its sends. A send that is never received
+ *    timeout (weftTimeout naming the peer). A host receive waits only for
+ *    the receives issued before it that could take its message (its tag,
+ *    and its peer or either from any rank); it holds back no send,
+ *    collective or other receive issued after it on another stream, as
+ *    MPI_Irecv does not: every rank may post its receives on host streams
+ *    before its sends. A send that is never received
  *    fails with weftTimeout after the timeout, reported by
  *    weftCommGetAsyncError; weftCommDestroy waits for the sends made so far
  *    to be received (abort first to drop them). On the in-process backend a

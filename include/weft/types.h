@@ -45,7 +45,8 @@
  *  - Ordering. Collectives on one communicator execute in the order they were
  *    issued, across all streams, and every rank must issue the same
  *    collectives on a communicator in the same order (NCCL's rule). Host
- *    receives keep that order among themselves only (weftRecv).
+ *    receives are ordered only behind the receives that could take their
+ *    message (weftRecv).
  */
 #ifndef WEFT_TYPES_H_
 #define WEFT_TYPES_H_

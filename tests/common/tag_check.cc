@@ -190,6 +190,29 @@ std::string ReceivesBeforeSends(Communicator& comm, uint64_t seed, int next, int
   return err;
 }
 
+// Two receives from one rank on two tags, each on its stream: the second's
+// message is sent first, and the first's only once the second has arrived.
+// A receive waits only for the earlier ones that could take its message,
+// so the second completes while the first still waits.
+std::string LaterReceiveFirst(Communicator& comm, uint64_t seed, int next, int prev) {
+  const int r = comm.rank();
+  const Msg a{90, 13, DataType::kFloat64, 70001}, b{91, 14, DataType::kInt8, 17};
+  Inbox in_a(seed, prev, r, a), in_b(seed, prev, r, b);
+  HostStream first, second, calls;
+  std::deque<std::vector<unsigned char>> keep;
+  absl::Status s = in_a.Recv(comm, prev, &first);
+  if (s.ok()) s = in_b.Recv(comm, prev, &second);
+  if (s.ok()) s = SendMsg(comm, seed, next, b, &calls, &keep);
+  if (s.ok()) s = second.Synchronize();
+  if (s.ok()) s = SendMsg(comm, seed, next, a, &calls, &keep);
+  for (HostStream* stream : {&calls, &first, &second}) {
+    const absl::Status synced = stream->Synchronize();
+    if (s.ok()) s = synced;
+  }
+  if (!s.ok()) return Error("a later receive whose message comes first", s);
+  return in_a.Check() + in_b.Check();
+}
+
 std::string TagRange(Communicator& comm, uint64_t seed) {
   std::string err;
   float x = 1;
@@ -360,6 +383,7 @@ std::string CheckTags(Communicator& comm, uint64_t seed) {
   if (err.empty()) err = TagZeroIsPlain(comm, seed, next, prev);
   if (err.empty()) err = InGroupAndOnStream(comm, seed, next, prev);
   if (err.empty()) err = ReceivesBeforeSends(comm, seed, next, prev);
+  if (err.empty()) err = LaterReceiveFirst(comm, seed, next, prev);
   if (err.empty()) err = TagRange(comm, seed);
   return Failed("tags", r, err);
 }

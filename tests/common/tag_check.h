@@ -33,7 +33,9 @@ namespace testing {
 //  - tagged sends and receives on a host stream;
 //  - receives on host streams of their own, issued before an all-reduce and
 //    the sends on another: no receive holds back the calls after it, and
-//    two receives on one tag take the messages in the order issued.
+//    two receives on one tag take the messages in the order issued;
+//  - a receive whose message is sent only after a later receive (another
+//    tag) has completed: receives of other tags do not wait for each other.
 // Tags -1 and WEFT_TAG_MAX + 1 are refused (InvalidArgument naming the tag)
 // and WEFT_TAG_MAX itself works.
 std::string CheckTags(Communicator& comm, uint64_t seed);

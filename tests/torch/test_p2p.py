@@ -4,10 +4,11 @@
 
 Every rank sends to the next rank several messages on different tags and receives them from the previous rank in
 another order than they were sent: blocking send/recv, isend/irecv, irecv before isend (every rank's receives
-posted, then an all_reduce, then the sends), and batch_isend_irecv with a tag per pair and per message; rank 0
-receives from any source (irecv and recv without a src), reporting each sender. gloo does the same exchange in the same job, and weft's results must equal gloo's
-exactly (and the inputs, which name sender, tag and message). Receive buffers are poisoned first. A tag outside
-[0, WEFT_TAG_MAX] is a ValueError naming it, and the group goes on.
+posted, then an all_reduce, then the sends; then a later irecv whose message comes first), and batch_isend_irecv
+with a tag per pair and per message; rank 0 receives from any source (irecv and recv without a src), reporting each
+sender. gloo does the same exchange in the same job, and weft's results must equal gloo's exactly (and the inputs,
+which name sender, tag and message). Receive buffers are poisoned first. A tag outside [0, WEFT_TAG_MAX] is a
+ValueError naming it, and the group goes on.
 """
 
 import torch
@@ -47,6 +48,18 @@ def exchange(job, group, blocking, receives_first=False):
                  for tag, dtype, count in MESSAGES]
         for work in recvs + sends:
             work.wait()
+        # A later irecv whose message comes first: rank r sends tag 9 and waits for its own tag 9 message
+        # before it sends tag 8, which its peer posted a receive for earlier.
+        late = [poison(torch.float32, 100), poison(torch.int32, 9)]
+        first = dist.irecv(late[0], prev, group=group, tag=8)
+        second = dist.irecv(late[1], prev, group=group, tag=9)
+        sends = [dist.isend(message(job.rank, 9, torch.int32, 9), nxt, group=group, tag=9)]
+        second.wait()
+        sends.append(dist.isend(message(job.rank, 8, torch.float32, 100), nxt, group=group, tag=8))
+        for work in [first] + sends:
+            work.wait()
+        job.check(same_bits(late[0], message(prev, 8, torch.float32, 100)) and
+                  same_bits(late[1], message(prev, 9, torch.int32, 9)), "an irecv completed before an earlier one")
         return got
     # gloo's blocking send waits for its receiver: the sends go first.
     sends = [dist.isend(message(job.rank, tag, dtype, count), nxt, group=group, tag=tag)
