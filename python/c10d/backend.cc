@@ -208,6 +208,7 @@ void AddReduceScatter(Op& op, const at::Tensor& output, const at::Tensor& input,
 c10::intrusive_ptr<c10d::Work> WeftBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = One("all_reduce", tensors);
+  if (t.is_sparse()) return SparseAllReduce(tensors[0], opts.reduceOp);
   Op op(*this, "all_reduce", c10d::OpType::ALLREDUCE, t);
   AddAllReduce(op, t, opts.reduceOp);
   return op.Issue(tensors);
@@ -259,6 +260,52 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allgather(std::vector<std::vector<at
     for (size_t i = 0; i < list.size(); ++i) list[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(list[i].sizes()));
   });
   return op.Issue(outputs[0]);
+}
+
+// torch's all_gather_coalesced: outputs[r][i] gets rank r's inputs[i]. The
+// inputs go as one flat buffer (one all-gather, as gloo sends them), so they
+// share a dtype, as gloo requires.
+c10::intrusive_ptr<c10d::Work> WeftBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                std::vector<at::Tensor>& inputs,
+                                                                const c10d::AllgatherOptions&) {
+  TORCH_CHECK_VALUE(!inputs.empty(), "weft: all_gather_coalesced of no tensors");
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == getSize(), "weft: all_gather_coalesced: ", outputs.size(),
+                    " output lists for a group of ", getSize(), " (one list per rank)");
+  Op op(*this, "all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs[0]);
+  std::vector<at::Tensor> flat_inputs;
+  int64_t total = 0;
+  for (const auto& t : inputs) {
+    TORCH_CHECK_VALUE(t.scalar_type() == inputs[0].scalar_type(), "weft: all_gather_coalesced: an input of ",
+                      t.scalar_type(), " beside one of ", inputs[0].scalar_type(), "; the inputs share one dtype");
+    flat_inputs.push_back(op.In(t).reshape({-1}));
+    total += t.numel();
+  }
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    TORCH_CHECK_VALUE(outputs[r].size() == inputs.size(), "weft: all_gather_coalesced: output list ", r, " holds ",
+                      outputs[r].size(), " tensors for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const at::Tensor& o = outputs[r][i];
+      TORCH_CHECK_VALUE(o.numel() == inputs[i].numel() && o.scalar_type() == inputs[i].scalar_type() &&
+                        o.device() == inputs[i].device(), "weft: all_gather_coalesced: output [", r, "][", i,
+                        "] is ", o.numel(), " ", o.scalar_type(), " on ", o.device(), " for an input of ",
+                        inputs[i].numel(), " ", inputs[i].scalar_type(), " on ", inputs[i].device());
+      op.Keep(o);
+    }
+  }
+  at::Tensor flat = at::empty({total * getSize()}, inputs[0].options().memory_format(at::MemoryFormat::Contiguous));
+  AddAllGather(op, flat, at::cat(flat_inputs));
+  op.Post([outputs, flat, total]() mutable {
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      int64_t off = static_cast<int64_t>(r) * total;
+      for (at::Tensor& o : outputs[r]) {
+        o.copy_(flat.narrow(0, off, o.numel()).view(o.sizes()));
+        off += o.numel();
+      }
+    }
+  });
+  std::vector<at::Tensor> all;
+  for (const auto& list : outputs) all.insert(all.end(), list.begin(), list.end());
+  return op.Issue(all);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::_allgather_base(at::Tensor& output, at::Tensor& input,

@@ -137,7 +137,7 @@ class WeftBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   // CPU tensors; the Work's sourceRank() is the sender.
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
-  // Refused, naming itself: lists of lists are deprecated in torch.
+  // torch's deprecated all_gather_coalesced: outputs[r][i] is rank r's inputs[i].
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override;
@@ -159,6 +159,8 @@ class WeftBackend : public c10d::Backend {
   void Finish(const c10::intrusive_ptr<WeftWork>& work);
   CudaOrder& Order(int device);
   void CheckP2p(const char* op, const at::Tensor& t, int peer, int tag);
+  // all_reduce of a sparse COO tensor (sparse.cc): SUM on cpu, blocking.
+  c10::intrusive_ptr<c10d::Work> SparseAllReduce(at::Tensor& t, const c10d::ReduceOp& rop);
   weftResult_t EndGroup(WeftWork& work);
   void AbandonGroup();
 

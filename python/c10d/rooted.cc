@@ -276,11 +276,5 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::recvAnysource(std::vector<at::Tensor
   }
 }
 
-c10::intrusive_ptr<c10d::Work> WeftBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
-                                                                std::vector<at::Tensor>&, const c10d::AllgatherOptions&) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "weft: all_gather_coalesced (lists of lists, deprecated in torch) is not "
-                              "supported; use all_gather_into_tensor under a coalescing manager");
-}
-
 
 }  // namespace weft_c10d

@@ -2,15 +2,15 @@
 
     .venv/bin/torchrun --standalone --nproc_per_node 4 tests/torch/test_collectives.py
 
-Inputs are random integers (a different draw per rank and case) small enough that every sum, product, min and max
-is exact in every dtype, so any order of reduction gives the same bits and weft's result must equal gloo's exactly.
+Inputs are random integers (a different draw per rank and case) small enough that every sum, product, min and max is
+exact in every dtype, so any order of reduction gives the same bits and weft's result must equal gloo's exactly.
 Outputs are poisoned first, so unwritten elements show. Where gloo lacks a reduction (AVG, PREMUL_SUM) the reference
 is gloo's SUM with torch's division or scaling, done as weft defines it (see include/weft/weft.h); gloo has no int16
 at all, so int16 references are gloo's on the same values as int32 (every value these tests make fits int16, so the
 int32 result narrows exactly). Each dtype x op x count runs in place; out-of-place, non-contiguous, asynchronous and
-coalesced forms are covered as well, and reduce, gather, scatter, all-to-all (even, uneven, lists), send/recv and
-batch_isend_irecv over a few dtypes and every root. The dtypes weft only moves (uint16..64, complex, float8) are
-test_dtypes.py's.
+coalesced forms are covered as well (all_gather_coalesced and sparse all-reduces too), and reduce, gather, scatter,
+all-to-all (even, uneven, lists), send/recv and batch_isend_irecv over a few dtypes and every root. The dtypes weft
+only moves (uint16..64, complex, float8) are test_dtypes.py's.
 """
 
 import zlib
@@ -161,6 +161,34 @@ def test_all_reduce_forms(job):
             dist.all_reduce(g)
     cm.wait()
     job.check(all(same_bits(g, w) for g, w in zip(gots, wants)), "all_reduce under _coalescing_manager")
+    test_sparse_all_reduce(job)
+
+
+def test_sparse_all_reduce(job):
+    """Sparse COO tensors (embedding gradients: rows of a hybrid tensor; and fully sparse), summed as gloo sums
+    them: entries of every rank, those at one index added. Rank 1 has none."""
+    g = torch.Generator().manual_seed(7 + job.rank)
+    for dense in (4, None):
+        nnz = 0 if job.rank == 1 else 20
+        rows = torch.randint(0, 12, (1, nnz), generator=g)
+        if dense is None:
+            indices = torch.cat([rows, torch.randint(0, 5, (1, nnz), generator=g)])
+            values = torch.randint(-9, 10, (nnz,), generator=g).float()
+            size = (12, 5)
+        else:
+            indices = rows
+            values = torch.randint(-9, 10, (nnz, dense), generator=g).float()
+            size = (12, dense)
+        x = torch.sparse_coo_tensor(indices, values, size)
+        want = x.clone()
+        dist.all_reduce(want, group=job.gloo)
+        got = x.clone()
+        dist.all_reduce(got)
+        job.check(got.is_sparse and same_bits(got.to_dense(), want.to_dense()),
+                  "sparse all_reduce (%s)" % ("hybrid" if dense else "sparse"))
+    job.expect_raises(lambda: dist.all_reduce(x.clone(), op=dist.ReduceOp.MAX), (ValueError,),
+                      ["all_reduce", "sparse", "SUM"], "sparse all_reduce MAX")
+    job.check_still_works("after sparse all-reduces")
 
 
 def test_broadcast(job):
@@ -208,6 +236,18 @@ def test_all_gather(job):
             dist.all_gather_into_tensor(o, x)
     cm.wait()
     job.check(all(same_bits(o, w) for o, w in zip(outs, wants)), "allgather_into_tensor_coalesced")
+    # torch's (deprecated) all_gather_coalesced: lists per rank of tensors shaped as the inputs, one of them
+    # non-contiguous and one empty.
+    ins = [inputs(job, torch.int32, n, "sum", ("agl", n)).reshape(shape)
+           for n, shape in ((6, (2, 3)), (0, (0,)), (7, (7,)))]
+    def lists():
+        return [[poison(torch.int32, t.numel()).reshape(t.shape) for t in ins] for _ in range(job.world)]
+    want, got = lists(), lists()
+    got[0][0] = torch.full((3, 2), 77, dtype=torch.int32).t()
+    on_gloo(lambda o, i: dist.all_gather_coalesced(o, i, group=job.gloo), want, ins)
+    dist.all_gather_coalesced(got, ins)
+    job.check(all(same_bits(g.contiguous(), w) for gs, ws in zip(got, want) for g, w in zip(gs, ws)),
+              "all_gather_coalesced")
     x = inputs(job, torch.float32, 300, "sum", "agnc")
     m = torch.zeros(job.world * 300, 2)
     dist.all_gather_into_tensor(m[:, 1], x)

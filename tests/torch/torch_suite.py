@@ -10,8 +10,8 @@ under TEMP_DIR, and DistributedTest._DistTestBase's tests run in them.
 The suite knows gloo, nccl, ucc and mpi by name. For a backend it does not know, a test either runs as written,
 skips (requires_gloo, skip_if_no_gpu, "Only gloo backend supports timeouts", ...) or checks what the backend
 claims in DistTestCases; weft claims what it does on CPU tensors before the suite is imported (its decorators read
-those sets at import): DDP and subgroups work, all_gather_coalesced is refused (recv from any source works, so it
-is not claimed refused).
+those sets at import): DDP and subgroups work (all_gather_coalesced and recv from any source work too, so they are
+not claimed refused).
 docs/torch.md has the table of what runs, passes, fails and skips, and why.
 """
 
@@ -54,7 +54,6 @@ if os.environ["BACKEND"] == "weft":
     DistTestCases.backend_feature["ddp"].add("weft")
     DistTestCases.backend_feature["subgroup"].add("weft")
     DistTestCases.backend_feature["plugin"].add("weft")
-    DistTestCases.skip_collective["allgather_coalesced"].add("weft")  # deprecated lists of lists: refused
 
 if AS_GLOO:
     import torch.distributed as dist
@@ -87,7 +86,8 @@ SUBSET = [
     "test_reduce_sum", "test_reduce_max", "test_reduce_product", "test_reduce_full_group_min",
     "test_all_reduce_sum", "test_all_reduce_min", "test_all_reduce_sum_async", "test_all_reduce_sum_complex",
     "test_all_reduce_full_group_product", "test_all_reduce_complex_unsupported_ops",
-    "test_all_gather", "test_all_gather_complex", "test_gather", "test_gather_checks",
+    "test_all_gather", "test_all_gather_complex", "test_all_gather_coalesced_simple",
+    "test_all_gather_coalesced_with_empty", "test_gather", "test_gather_checks",
     "test_scatter", "test_scatter_checks", "test_scatter_complex",
     "test_send_recv", "test_isend", "test_irecv", "test_send_recv_with_tag", "test_send_recv_any_source",
     "test_barrier", "test_barrier_full_group", "test_destroy_group", "test_get_rank_size_group",
@@ -100,7 +100,7 @@ SUBSET_AS_GLOO = [
     "test_all_reduce_coalesced_sum", "test_all_reduce_coalesced_full_group_max",
     "test_all_gather_object_default_pg", "test_all_gather_object_subgroup", "test_scatter_object_list",
     "test_get_future", "test_grads_same_across_ranks_with_no_sync",
-    "test_barrier_timeout_global", "test_barrier_timeout_full_group",
+    "test_barrier_timeout_global", "test_barrier_timeout_full_group", "test_sparse_all_reduce_sum",
 ]
 
 
