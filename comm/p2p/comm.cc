@@ -1,8 +1,10 @@
 #include "comm/p2p/comm.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +30,10 @@ struct NodeEntry {
   char key[320];
   uint64_t table;
 };
+
+// Explain's probes after a transport failure: up to 4 more, 50 ms apart.
+constexpr int kExplainProbes = 4;
+constexpr std::chrono::milliseconds kExplainWait{50};
 
 // Set while a hierarchy splits its world: the communicators it makes are
 // its parts, not worlds of their own.
@@ -145,7 +151,16 @@ absl::Status P2pComm::Explain(absl::Status s) const {
       absl::IsInvalidArgument(s) || IsPeerDead(s)) {
     return s;
   }
-  const absl::Status dead = watch_.ProbeDead(-1);
+  if (!watch_.on()) return s;
+  // A peer's transport connection is often reset before its process is
+  // seen gone (a killed process's sockets close one by one as it exits), so
+  // a failure that finds no death probes again a few times over a short
+  // while before it is taken as it is. Only failures pay this.
+  absl::Status dead = watch_.ProbeDead(-1);
+  for (int i = 0; dead.ok() && i < kExplainProbes; ++i) {
+    std::this_thread::sleep_for(kExplainWait);
+    dead = watch_.ProbeDead(-1);
+  }
   if (dead.ok()) return s;
   return absl::Status(dead.code(), absl::StrCat(dead.message(), " (the transport reported: ", s.message(), ")"));
 }
