@@ -113,10 +113,10 @@ absl::Status Communicator::IssueNow(const char* name, void* stream, std::functio
                              "weftStream_t from weftStreamCreate)", name, stream);
     }
   }
-  const bool async = hs != nullptr;
   if (role.kind == CallRole::Kind::kReceive && ReceivesApart()) {
     return IssueReceive(name, hs, std::move(op), role);
   }
+  const bool async = hs != nullptr;
   uint64_t ticket;
   {
     std::lock_guard<std::mutex> lock(order_mu_);
