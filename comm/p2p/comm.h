@@ -112,8 +112,8 @@ class P2pComm : public Communicator, public DirectReduce {
   void DoAbort() override;
   // A receive is a schedule of its own on the transport, which takes
   // concurrent callers (the outbox's thread already is one); the state it
-  // shares with the other calls and receives (broken_, the outbox, the hang
-  // watch's board, the receive numbers) is guarded.
+  // shares with the other calls and receives (broken_, the outbox, the
+  // receive numbers) is guarded, and the hang watch's boards guard theirs.
   bool ReceivesApart() const override { return true; }
   // On one node the shared-memory rounds stage from and store into pieces.
   bool ReducesPieces() const override { return shm_ != nullptr; }

@@ -104,7 +104,6 @@ std::string HangWatch::Report(long long waited_ms) const {
     absl::StrAppend(&out, "; the peers' progress is unknown (no status channel on this communicator)");
     return out;
   }
-  std::lock_guard<std::recursive_mutex> lock(board_mu_);
   std::string missing, silent, details;
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
@@ -159,11 +158,9 @@ absl::Status HangWatch::ProbeDead(long long waited_ms) const {
   if (!on_) return absl::OkStatus();
   const auto report = [&] { return Report(waited_ms); };
   const std::string here = Here();
-  std::lock_guard<std::recursive_mutex> lock(board_mu_);
   absl::Status lost;
   // The world's board first: it names world ranks and nodes.
   if (world_ != nullptr && world_->board_ != nullptr) {
-    std::lock_guard<std::recursive_mutex> world_lock(world_->board_mu_);
     lost = world_->board_->Survey(world_->rank_, world_->size_, unreachable_ms_, report, here);
   }
   if (lost.ok() && board_ != nullptr) lost = board_->Survey(rank_, size_, unreachable_ms_, report, here);

@@ -24,7 +24,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -56,7 +55,9 @@ struct PeerState {
   std::string why;    // for kDead, kUnknown, kGone: what the probe saw
 };
 
-// Where peers' progress is read.
+// Where peers' progress is read. Called from several threads at once (a
+// communicator's collectives, its receives and its outbox all wait), so a
+// board guards whatever state it keeps.
 class Board {
  public:
   virtual ~Board() = default;
@@ -120,10 +121,6 @@ class HangWatch {
   ProgressWords own_;
   ProgressWords* mine_ = &own_;
   std::unique_ptr<Board> board_;
-  // A communicator's receives wait beside its collectives (ReceivesApart),
-  // and both probe: one at a time through a board. Recursive: Survey calls
-  // back into Report. A part takes its world's after its own.
-  mutable std::recursive_mutex board_mu_;
 };
 
 // Whether `s` is ProbeDead's error (so it is not explained twice).
