@@ -479,22 +479,34 @@ absl::Status NodeShm::ReduceScatter(const void* send, void* recv, size_t recvcou
 
 absl::Status NodeShm::AllGather(const void* send, void* recv, size_t sendcount, DataType t, const Patience& w) {
   const size_t es = ElementSize(t), per_round = std::max<size_t>(round_bytes_ / es, 1);
+  const size_t rounds = (sendcount + per_round - 1) / per_round;
+  const uint64_t first = round_;
+  round_ += rounds;
   const auto* in = static_cast<const unsigned char*>(send);
   auto* out = static_cast<unsigned char*>(recv);
-  for (size_t off = 0; off < sendcount; off += per_round) {
-    const size_t n = std::min(per_round, sendcount - off);
-    const uint64_t g = round_++;
-    std::memcpy(Buf(rank_, g), in + off * es, n * es);
-    // This rank's own block goes to its output from the staged copy, still
-    // in this core's cache, while it waits for the others (not in place).
-    auto own = [&] {
-      unsigned char* to = out + (static_cast<size_t>(rank_) * sendcount + off) * es;
-      if (to != in + off * es) std::memcpy(to, Buf(rank_, g), n * es);
-    };
-    RETURN_IF_ERROR(off == 0 ? Meet(MakeCall(CallKind::kAllGather, t, sendcount), w, own) : FlagBarrier(w, own));
+  auto len = [&](size_t k) { return std::min(per_round, sendcount - k * per_round); };
+  auto stage = [&](size_t k) { std::memcpy(Buf(rank_, first + k), in + k * per_round * es, len(k) * es); };
+  // This rank's own block goes to its output from the staged copy, still in
+  // this core's cache, while it waits for the others (not in place).
+  auto own = [&](size_t k) {
+    unsigned char* to = out + (static_cast<size_t>(rank_) * sendcount + k * per_round) * es;
+    if (to != in + k * per_round * es) std::memcpy(to, Buf(rank_, first + k), len(k) * es);
+  };
+  // Pipelined as the all-reduce is: at barrier k every rank has staged
+  // round k, and it stages round k+1 before copying round k out, so a rank
+  // that arrives early has the next round to copy in instead of waiting.
+  // Round k's buffer is written again at round k+3, after barrier k+2,
+  // which every rank passes only once it has copied round k out.
+  if (rounds == 0) return absl::OkStatus();
+  stage(0);
+  RETURN_IF_ERROR(Meet(MakeCall(CallKind::kAllGather, t, sendcount), w, [&] { own(0); }));
+  for (size_t k = 0; k < rounds; ++k) {
+    if (k + 1 < rounds) stage(k + 1);
     for (int q = 0; q < size_; ++q) {
-      if (q != rank_) std::memcpy(out + (static_cast<size_t>(q) * sendcount + off) * es, Buf(q, g), n * es);
+      if (q == rank_) continue;
+      std::memcpy(out + (static_cast<size_t>(q) * sendcount + k * per_round) * es, Buf(q, first + k), len(k) * es);
     }
+    if (k + 1 < rounds) RETURN_IF_ERROR(FlagBarrier(w, [&] { own(k + 1); }));
   }
   return absl::OkStatus();
 }
