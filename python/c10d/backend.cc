@@ -28,10 +28,15 @@ WeftBackend::WeftBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
 
 WeftBackend::~WeftBackend() { shutdown(); }
 
-weftStream_t WeftBackend::LeaseStream() {
-  std::vector<c10::intrusive_ptr<WeftWork>> retired;  // dropped after the lock, on this (the issuing) thread
+void WeftBackend::DropRetired() {
+  std::vector<c10::intrusive_ptr<WeftWork>> retired;  // dropped after the lock
   std::lock_guard<std::mutex> lock(mu_);
   retired.swap(retired_);
+}
+
+weftStream_t WeftBackend::LeaseStream() {
+  DropRetired();
+  std::lock_guard<std::mutex> lock(mu_);
   if (!free_streams_.empty()) {
     weftStream_t s = free_streams_.back();
     free_streams_.pop_back();
@@ -211,7 +216,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allreduce(std::vector<at::Tensor>& t
   if (t.is_sparse()) return SparseAllReduce(tensors[0], opts.reduceOp);
   Op op(*this, "all_reduce", c10d::OpType::ALLREDUCE, t);
   AddAllReduce(op, t, opts.reduceOp);
-  return op.Issue(tensors);
+  return op.Issue(tensors, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -219,7 +224,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allreduce_coalesced(std::vector<at::
   TORCH_CHECK_VALUE(!tensors.empty(), "weft: all_reduce_coalesced of no tensors");
   Op op(*this, "all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors[0]);
   for (const auto& t : tensors) AddAllReduce(op, t, opts.reduceOp);
-  return op.Issue(tensors);
+  return op.Issue(tensors, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::broadcast(std::vector<at::Tensor>& tensors,
@@ -235,12 +240,12 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::broadcast(std::vector<at::Tensor>& t
   op.Call([buf, ty, root](weftComm_t c, void* s) {
     return weftBroadcast(buf.data_ptr(), buf.data_ptr(), Count(buf, ty), ty.dtype, root, c, s);
   });
-  return op.Issue(tensors);
+  return op.Issue(tensors, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                       std::vector<at::Tensor>& inputs,
-                                                      const c10d::AllgatherOptions&) {
+                                                      const c10d::AllgatherOptions& opts) {
   const at::Tensor& input = One("all_gather", inputs);
   TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), "weft: all_gather: "
                     "the output list must hold one tensor per rank of the group (", getSize(), ")");
@@ -259,7 +264,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allgather(std::vector<std::vector<at
   op.Post([list, flat, n]() mutable {
     for (size_t i = 0; i < list.size(); ++i) list[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(list[i].sizes()));
   });
-  return op.Issue(outputs[0]);
+  return op.Issue(outputs[0], opts.asyncOp);
 }
 
 // torch's all_gather_coalesced: outputs[r][i] gets rank r's inputs[i]. The
@@ -267,7 +272,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allgather(std::vector<std::vector<at
 // share a dtype, as gloo requires.
 c10::intrusive_ptr<c10d::Work> WeftBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                 std::vector<at::Tensor>& inputs,
-                                                                const c10d::AllgatherOptions&) {
+                                                                const c10d::AllgatherOptions& opts) {
   TORCH_CHECK_VALUE(!inputs.empty(), "weft: all_gather_coalesced of no tensors");
   TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == getSize(), "weft: all_gather_coalesced: ", outputs.size(),
                     " output lists for a group of ", getSize(), " (one list per rank)");
@@ -305,24 +310,24 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allgather_coalesced(std::vector<std:
   });
   std::vector<at::Tensor> all;
   for (const auto& list : outputs) all.insert(all.end(), list.begin(), list.end());
-  return op.Issue(all);
+  return op.Issue(all, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                            const c10d::AllgatherOptions&) {
+                                                            const c10d::AllgatherOptions& opts) {
   Op op(*this, "all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, input);
   AddAllGather(op, output, input);
-  return op.Issue({output});
+  return op.Issue({output}, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                             std::vector<at::Tensor>& inputs,
-                                                                            const c10d::AllgatherOptions&) {
+                                                                            const c10d::AllgatherOptions& opts) {
   TORCH_CHECK_VALUE(!inputs.empty() && inputs.size() == outputs.size(), "weft: allgather_into_tensor_coalesced: ",
                     inputs.size(), " inputs and ", outputs.size(), " outputs");
   Op op(*this, "allgather_into_tensor_coalesced", c10d::OpType::COALESCED, inputs[0]);
   for (size_t i = 0; i < inputs.size(); ++i) AddAllGather(op, outputs[i], inputs[i]);
-  return op.Issue(outputs);
+  return op.Issue(outputs, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -344,14 +349,14 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::reduce_scatter(std::vector<at::Tenso
   // weft reduces one buffer of every rank's block; the list is packed into it.
   at::Tensor flat = at::cat(flat_parts);
   AddReduceScatter(op, output, flat, opts.reduceOp);
-  return op.Issue(outputs);
+  return op.Issue(outputs, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::ReduceScatterOptions& opts) {
   Op op(*this, "reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, input);
   AddReduceScatter(op, output, input, opts.reduceOp);
-  return op.Issue({output});
+  return op.Issue({output}, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -361,7 +366,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::reduce_scatter_tensor_coalesced(std:
                     inputs.size(), " inputs and ", outputs.size(), " outputs");
   Op op(*this, "reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, inputs[0]);
   for (size_t i = 0; i < inputs.size(); ++i) AddReduceScatter(op, outputs[i], inputs[i], opts.reduceOp);
-  return op.Issue(outputs);
+  return op.Issue(outputs, opts.asyncOp);
 }
 
 // weftBarrier is a host collective that blocks: it waits behind every

@@ -151,6 +151,8 @@ class WeftBackend : public c10d::Backend {
   friend class Op;
   friend class WeftWork;
   weftStream_t LeaseStream();
+  // Drops the retired Works (their tensors) on this, an issuing, thread.
+  void DropRetired();
   // Pins the Work's stream for a waiter (false: it already went back to the
   // pool, the Work is done), and unpins it, sending it back where due.
   bool PinStream(WeftWork& work);
@@ -174,8 +176,8 @@ class WeftBackend : public c10d::Backend {
   std::vector<weftStream_t> free_streams_;
   std::vector<weftStream_t> all_streams_;
   // Completed host work that nobody else held when its stream callback
-  // ended: dropped on an issuing thread (the next LeaseStream) or by
-  // shutdown, never on a stream's thread.
+  // ended: dropped on an issuing thread (the next collective's issue, by
+  // DropRetired) or by shutdown, never on a stream's thread.
   std::vector<c10::intrusive_ptr<WeftWork>> retired_;
   bool shut_ = false;
   std::unique_ptr<CudaOrder> order_;

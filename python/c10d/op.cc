@@ -85,8 +85,9 @@ const at::Tensor& One(const char* op, const std::vector<at::Tensor>& tensors) {
   return tensors[0];
 }
 
-c10::intrusive_ptr<c10d::Work> Op::Issue(std::vector<at::Tensor> outputs) {
+c10::intrusive_ptr<c10d::Work> Op::Issue(std::vector<at::Tensor> outputs, bool async_op) {
   ++b_.seq_;
+  if (!async_op && !cuda_ && !b_.coalescing_) return RunHere(std::move(outputs));
   c10::intrusive_ptr<WeftWork> work;
   if (b_.coalescing_) {
     if (!b_.group_) {
@@ -158,6 +159,27 @@ c10::intrusive_ptr<c10d::Work> Op::Issue(std::vector<at::Tensor> outputs) {
   } else {
     b_.Finish(work);
   }
+  return work;
+}
+
+// A blocking call (torch waits for its Work at once) on host tensors runs
+// on the calling thread, with no stream, as barrier does. Enqueued, it would
+// wake a stream's thread only for the waiter to run it (weftStreamWaitersRun)
+// or to wait for that thread: either way a thread woken for nothing, on
+// cores that the group's other ranks are using, which on a loaded machine
+// delays them. The communicator's issue order still runs it behind the
+// group's collectives in flight on streams. Errors are thrown here, as
+// barrier's are; there is nothing left running that reads the tensors.
+c10::intrusive_ptr<c10d::Work> Op::RunHere(std::vector<at::Tensor> outputs) {
+  b_.DropRetired();
+  for (auto& call : calls_) {
+    weftResult_t r = call(comm_, nullptr);
+    if (r != weftSuccess) C10_THROW_ERROR(DistBackendError, WeftError(name_, rank(), r));
+  }
+  auto work = c10::make_intrusive<WeftWork>(rank(), type_, name_, false, comm_);
+  for (auto& t : outputs) work->outputs_.push_back(t);
+  for (auto& f : post_) work->post_.push_back(std::move(f));
+  work->Complete(nullptr);  // copies results out of temporaries; a failure there is the Work's
   return work;
 }
 

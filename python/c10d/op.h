@@ -98,13 +98,16 @@ class Op {
     return at::mul(t, s->double_factor);
   }
 
-  c10::intrusive_ptr<c10d::Work> Issue(std::vector<at::Tensor> outputs);
+  // `async_op`: torch's opts.asyncOp. False (the caller waits for the Work
+  // at once) runs host collectives here, on the calling thread (RunHere).
+  c10::intrusive_ptr<c10d::Work> Issue(std::vector<at::Tensor> outputs, bool async_op = true);
 
   const char* name() const { return name_; }
   int rank() const { return b_.getRank(); }
   int size() const { return b_.getSize(); }
 
  private:
+  c10::intrusive_ptr<c10d::Work> RunHere(std::vector<at::Tensor> outputs);
   void Check(const at::Tensor& t) {
     TORCH_CHECK_VALUE(t.device() == device_, "weft: ", name_, ": a tensor on ", t.device(), " beside one on ",
                       device_, "; every tensor of a collective must be on one device");

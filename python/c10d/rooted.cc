@@ -57,7 +57,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::reduce(std::vector<at::Tensor>& tens
   op.Call([in, buf, ty, wop, root](weftComm_t c, void* s) {
     return weftReduce(in.data_ptr(), buf.data_ptr(), Count(buf, ty), ty.dtype, wop, root, c, s);
   });
-  return op.Issue(tensors);
+  return op.Issue(tensors, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -89,7 +89,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::gather(std::vector<std::vector<at::T
   op.Call([in, flat, ty, root](weftComm_t c, void* s) {
     return weftGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, Count(in, ty), ty.dtype, root, c, s);
   });
-  return op.Issue(list);
+  return op.Issue(list, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -118,13 +118,13 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::scatter(std::vector<at::Tensor>& out
     return weftScatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), Count(out, ty), ty.dtype, root, c,
                        s);
   });
-  return op.Issue(outputs);
+  return op.Issue(outputs, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                           std::vector<int64_t>& output_splits,
                                                           std::vector<int64_t>& input_splits,
-                                                          const c10d::AllToAllOptions&) {
+                                                          const c10d::AllToAllOptions& opts) {
   Op op(*this, "all_to_all_single", c10d::OpType::ALLTOALL_BASE, input);
   TORCH_CHECK_VALUE(output.scalar_type() == input.scalar_type(), "weft: all_to_all_single: output ",
                     output.scalar_type(), ", input ", input.scalar_type());
@@ -139,7 +139,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall_base(at::Tensor& output, at
     op.Call([in, out, count, ty](weftComm_t c, void* s) {
       return weftAllToAll(in.data_ptr(), out.data_ptr(), count, ty.dtype, c, s);
     });
-    return op.Issue({output});
+    return op.Issue({output}, opts.asyncOp);
   }
   auto counts = std::make_shared<std::vector<size_t>[]>(4);
   Splits(op.name(), input, input_splits, getSize(), ty.per, counts[0], counts[1]);
@@ -148,11 +148,11 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall_base(at::Tensor& output, at
     return weftAllToAllv(in.data_ptr(), counts[0].data(), counts[1].data(), out.data_ptr(), counts[2].data(),
                          counts[3].data(), ty.dtype, c, s);
   });
-  return op.Issue({output});
+  return op.Issue({output}, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-                                                     const c10d::AllToAllOptions&) {
+                                                     const c10d::AllToAllOptions& opts) {
   TORCH_CHECK_VALUE(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
                     "weft: all_to_all: ", inputs.size(), " inputs and ", outputs.size(), " outputs for a group of ",
                     getSize());
@@ -191,7 +191,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::alltoall(std::vector<at::Tensor>& ou
     return weftAllToAllv(in.data_ptr(), counts[0].data(), counts[1].data(), out.data_ptr(), counts[2].data(),
                          counts[3].data(), ty.dtype, c, s);
   });
-  return op.Issue(outputs);
+  return op.Issue(outputs, opts.asyncOp);
 }
 
 namespace {

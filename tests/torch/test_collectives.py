@@ -307,6 +307,43 @@ def test_async_returns_early(job):
     job.check(bool((x == job.world).all().item()), "async all_reduce value")
 
 
+def test_blocking_runs_here(job):
+    """A blocking collective (async_op=False) on CPU tensors runs on the calling thread: a group that has made only
+    blocking calls has started no stream thread, while its first async call starts one. And it keeps the group's
+    issue order: a blocking all-reduce issued behind an async one that is still waiting for a late peer pairs with
+    the peer's blocking call, not with its async one."""
+    import os
+    import time
+    group = dist.new_group(backend="weft")
+    dist.barrier(group=group)  # makes the group's communicator
+    threads = len(os.listdir("/proc/self/task"))
+    x = torch.full((1000,), float(job.rank + 1))
+    dist.all_reduce(x, group=group)
+    out = torch.empty(job.world * 3)
+    dist.all_gather_into_tensor(out, torch.full((3,), float(job.rank)), group=group)
+    part = torch.empty(2)
+    dist.reduce_scatter_tensor(part, torch.ones(2 * job.world), group=group)
+    b = torch.full((5,), float(job.rank))
+    dist.broadcast(b, src=job.world - 1, group=group)
+    blocking_threads = len(os.listdir("/proc/self/task"))
+    want = float(job.world * (job.world + 1) // 2)
+    job.check(bool((x == want).all()) and out.tolist() == [float(r) for r in range(job.world) for _ in range(3)] and
+              part.tolist() == [float(job.world)] * 2 and bool((b == job.world - 1).all()), "blocking values")
+    job.check(blocking_threads == threads, "blocking collectives started %d threads" % (blocking_threads - threads))
+    # Behind an async call in flight (rank 0's waits for the late ranks), of another size and value.
+    if job.rank != 0:
+        time.sleep(0.3)
+    a = torch.full((7,), float(job.rank + 1))
+    work = dist.all_reduce(a, async_op=True, group=group)
+    c = torch.full((11,), float(10 * (job.rank + 1)))
+    dist.all_reduce(c, group=group)
+    work.wait()
+    job.check(len(os.listdir("/proc/self/task")) > threads, "an async collective ran without a stream thread")
+    job.check(bool((a == want).all()) and bool((c == 10 * want).all()),
+              "issue order: async %s, blocking %s" % (a.tolist(), c.tolist()))
+    dist.destroy_process_group(group)
+
+
 def test_freed_on_issuing_thread(job):
     """A finished host collective's tensors are freed on a thread that issues collectives, never on weft's stream
     thread, whether its Work was waited for or dropped unwaited: freeing their Python objects on a thread of weft's
@@ -521,6 +558,7 @@ def main():
     run_tests([("all_reduce", test_all_reduce), ("all_reduce forms", test_all_reduce_forms),
                ("broadcast", test_broadcast), ("all_gather", test_all_gather),
                ("reduce_scatter", test_reduce_scatter), ("async", test_async_returns_early),
+               ("blocking calls run here", test_blocking_runs_here),
                ("freed on the issuing thread", test_freed_on_issuing_thread),
                ("barrier and objects", test_barrier_and_objects),
                ("rooted", test_rooted), ("all_to_all", test_all_to_all), ("send/recv", test_send_recv),
