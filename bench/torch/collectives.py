@@ -133,7 +133,8 @@ def no_data_hook(state, bucket):
 
 def ddp_steps(args, world, rank, gloo, base, base_name):
     """ResNet-50 DDP steps over weft and the baseline, and the same model's step under no_sync (forward,
-    backward, optimizer: no communication at all), one step of each in turn; a backend's gradient
+    backward, optimizer: no communication at all, not even DDP's broadcast of the batch-norm buffers, which the
+    synced steps make before each forward), one step of each in turn; a backend's gradient
     synchronisation is its step minus the no_sync step of the same turn. A third DDP has a comm hook that
     returns each bucket at once ("no data": nothing moves): its synchronisation is DDP's own part (copying
     gradients into buckets and back, its bookkeeping), which no backend can take away. Every figure is a
@@ -144,7 +145,9 @@ def ddp_steps(args, world, rank, gloo, base, base_name):
     y = torch.randint(0, 1000, (args.ddp_batch,), device=args.device)
     loss_fn = torch.nn.CrossEntropyLoss()
     steps = {}
-    for name, group in {"weft": None, base_name: base, "no data": None}.items():
+    # "compute" has a DDP of its own: a model that also took synced steps would skip its next synced step's
+    # buffer broadcast after each no_sync one (DDP broadcasts buffers only after a forward that synced).
+    for name, group in {"weft": None, base_name: base, "no data": None, "compute": None}.items():
         torch.manual_seed(0)
         model = DDP(torchvision.models.resnet50(weights=None).to(args.device), process_group=group,
                     gradient_as_bucket_view=args.ddp_bucket_view)
@@ -160,9 +163,7 @@ def ddp_steps(args, world, rank, gloo, base, base_name):
         def local(model=model, opt=opt):
             with model.no_sync():
                 step(model, opt)
-        steps[name] = step
-        if "compute" not in steps:
-            steps["compute"] = local
+        steps[name] = local if name == "compute" else step
     # One step of each in turn, the order reversed every other turn, so that the load's drift and its jumps
     # between speeds (this VM's steps move by half from one second to the next) fall on every configuration
     # alike; a backend's sync is then the median over turns of its step minus the no_sync step of the same turn.
