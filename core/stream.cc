@@ -1,5 +1,7 @@
 #include "core/stream.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -27,6 +29,10 @@ HostStream::HostStream(bool waiters_run) : waiters_run_(waiters_run), created_(s
     Registry().insert(this);
   }
   thread_ = std::thread([this] { Run(); });
+  // What top -H, ps -L, gdb and /proc/<pid>/task/*/comm show (at most 15
+  // characters). Named here, not by the thread itself, so that the name is
+  // there once the stream exists.
+  pthread_setname_np(thread_.native_handle(), "weft-stream");
 }
 
 HostStream::~HostStream() {

@@ -19,7 +19,8 @@ extern "C" {
  * runs in enqueue order; collectives keep the communicator's issue order
  * whatever stream they are on. An asynchronous failure is reported by the
  * next weftStreamSynchronize/Query of that stream and by
- * weftCommGetAsyncError; work enqueued after a failure still runs. */
+ * weftCommGetAsyncError; work enqueued after a failure still runs. The
+ * stream's thread is named "weft-stream" (what top -H, ps -L and gdb show). */
 weftResult_t weftStreamCreate(weftStream_t* stream);
 /* Flags of weftStreamCreateWithFlags (cudaStreamCreateWithFlags' form), or-ed.
  * weftStreamWaitersRun: a thread blocked in weftStreamSynchronize on the

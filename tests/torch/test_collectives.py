@@ -309,14 +309,25 @@ def test_async_returns_early(job):
 
 def test_blocking_runs_here(job):
     """A blocking collective (async_op=False) on CPU tensors runs on the calling thread: a group that has made only
-    blocking calls has started no stream thread, while its first async call starts one. And it keeps the group's
+    blocking calls has started no host stream thread, while its first async call starts one. And it keeps the group's
     issue order: a blocking all-reduce issued behind an async one that is still waiting for a late peer pairs with
     the peer's blocking call, not with its async one."""
     import os
     import time
+
+    def stream_threads():
+        """This process's weft host stream threads (named weft-stream), whatever other threads come and go."""
+        n = 0
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open("/proc/self/task/%s/comm" % task) as f:
+                    n += f.read().strip() == "weft-stream"
+            except OSError:  # a thread that ended meanwhile
+                pass
+        return n
     group = dist.new_group(backend="weft")
     dist.barrier(group=group)  # makes the group's communicator
-    threads = len(os.listdir("/proc/self/task"))
+    threads = stream_threads()
     x = torch.full((1000,), float(job.rank + 1))
     dist.all_reduce(x, group=group)
     out = torch.empty(job.world * 3)
@@ -325,11 +336,11 @@ def test_blocking_runs_here(job):
     dist.reduce_scatter_tensor(part, torch.ones(2 * job.world), group=group)
     b = torch.full((5,), float(job.rank))
     dist.broadcast(b, src=job.world - 1, group=group)
-    blocking_threads = len(os.listdir("/proc/self/task"))
+    blocking_threads = stream_threads()
     want = float(job.world * (job.world + 1) // 2)
     job.check(bool((x == want).all()) and out.tolist() == [float(r) for r in range(job.world) for _ in range(3)] and
               part.tolist() == [float(job.world)] * 2 and bool((b == job.world - 1).all()), "blocking values")
-    job.check(blocking_threads == threads, "blocking collectives started %d threads" % (blocking_threads - threads))
+    job.check(blocking_threads == threads, "blocking collectives started %d stream threads" % (blocking_threads - threads))
     # Behind an async call in flight (rank 0's waits for the late ranks), of another size and value.
     if job.rank != 0:
         time.sleep(0.3)
@@ -338,7 +349,7 @@ def test_blocking_runs_here(job):
     c = torch.full((11,), float(10 * (job.rank + 1)))
     dist.all_reduce(c, group=group)
     work.wait()
-    job.check(len(os.listdir("/proc/self/task")) > threads, "an async collective ran without a stream thread")
+    job.check(stream_threads() > threads, "an async collective ran without a new stream thread")
     job.check(bool((a == want).all()) and bool((c == 10 * want).all()),
               "issue order: async %s, blocking %s" % (a.tolist(), c.tolist()))
     dist.destroy_process_group(group)
