@@ -16,21 +16,17 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from ports import free_port  # noqa: E402
+
 LAUNCHER_VARS = ("OMPI_", "PMIX_", "PMI_", "MPI_LOCALNRANKS", "MV2_", "SLURM_", "RANK", "WORLD_SIZE", "LOCAL_RANK",
                  "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "WEFT_RANK", "WEFT_WORLD_SIZE", "WEFT_ROOT",
                  "WEFT_MASTER_PORT", "TORCHELASTIC_")
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stop(procs, grace_s=5):
@@ -74,9 +70,9 @@ def main():
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         p.error("no program to launch")
-    # A port above the kernel's ephemeral range's usual start is still free
-    # now; the next one below it is what a torchrun store would take.
-    port = free_port()
+    # weft's bootstrap listens on `port`; the one below it is what a torchrun
+    # store would take.
+    port = free_port(also_below=1)
     scratch = tempfile.mkdtemp(prefix="weft-launch-")
     job = str(random.randrange(1, 1 << 30))
     procs = []
