@@ -6,6 +6,7 @@ under TEMP_DIR, and DistributedTest._DistTestBase's tests run in them.
     WORLD_SIZE=3 ... tests/torch/torch_suite.py -k test_broadcast -k test_reduce_sum                  # a few, 3 ranks
     ... tests/torch/torch_suite.py --as-gloo                                 # the tests gated on gloo, on weft
     ... tests/torch/torch_suite.py --subset [--as-gloo]                                   # meson's subsets
+    WORLD_SIZE=8 ... tests/torch/torch_suite.py --groups                   # the subgroup variants, 8 ranks
 
 The suite knows gloo, nccl, ucc and mpi by name. For a backend it does not know, a test either runs as written,
 skips (requires_gloo, skip_if_no_gpu, "Only gloo backend supports timeouts", ...) or checks what the backend
@@ -102,10 +103,22 @@ SUBSET_AS_GLOO = [
     "test_get_future", "test_grads_same_across_ranks_with_no_sync",
     "test_barrier_timeout_global", "test_barrier_timeout_full_group", "test_sparse_all_reduce_sum",
 ]
+# The collectives on a group of part of the world (new_group of ranks 1..N-2 and the like): torch runs them at
+# 8 ranks or more only (skip_if_small_worldsize), so meson runs them at 8 (torch_suite_groups_np8).
+SUBSET_GROUPS = [
+    "test_broadcast_group", "test_reduce_group_sum", "test_reduce_group_product", "test_reduce_group_min",
+    "test_reduce_group_max", "test_all_reduce_group_sum", "test_all_reduce_group_product",
+    "test_all_reduce_group_min", "test_all_reduce_group_max", "test_all_gather_group",
+    "test_all_gather_coalesced_group", "test_gather_group", "test_scatter_group", "test_barrier_group",
+]
 
 
 if __name__ == "__main__":
-    if "--subset" in sys.argv:
-        sys.argv.remove("--subset")
-        sys.argv += ["TestWeftBackend." + name for name in (SUBSET_AS_GLOO if AS_GLOO else SUBSET)]
+    if "--groups" in sys.argv and int(os.environ["WORLD_SIZE"]) < 8:
+        sys.exit("--groups: WORLD_SIZE=%s, and torch skips these tests below 8 ranks (set WORLD_SIZE=8)"
+                 % os.environ["WORLD_SIZE"])
+    for flag, names in (("--subset", SUBSET_AS_GLOO if AS_GLOO else SUBSET), ("--groups", SUBSET_GROUPS)):
+        if flag in sys.argv:
+            sys.argv.remove(flag)
+            sys.argv += ["TestWeftBackend." + name for name in names]
     run_tests()
