@@ -279,11 +279,14 @@ WEFT_API weftResult_t weftStreamCreate(weftStream_t* stream) {
 WEFT_API weftResult_t weftStreamCreateWithFlags(weftStream_t* stream, unsigned int flags) {
   return Guard("weftStreamCreateWithFlags", [&]() -> absl::Status {
     if (stream == nullptr) return weft::InvalidArgument("stream is NULL");
-    if ((flags & ~static_cast<unsigned int>(weftStreamWaitersRun)) != 0) {
-      return weft::InvalidArgument("flags = 0x%x has bits that are not weftStreamFlags_t (weftStreamWaitersRun = 0x1)",
-                                   flags);
+    constexpr unsigned int kAll = weftStreamWaitersRun | weftStreamIssuerCpu;
+    if ((flags & ~kAll) != 0) {
+      return weft::InvalidArgument(
+          "flags = 0x%x has bits that are not weftStreamFlags_t (weftStreamWaitersRun = 0x1, "
+          "weftStreamIssuerCpu = 0x2)", flags);
     }
-    *stream = reinterpret_cast<weftStream_t>(new weft::HostStream((flags & weftStreamWaitersRun) != 0));
+    *stream = reinterpret_cast<weftStream_t>(
+        new weft::HostStream((flags & weftStreamWaitersRun) != 0, (flags & weftStreamIssuerCpu) != 0));
     return absl::OkStatus();
   });
 }

@@ -1,6 +1,7 @@
 #include "core/stream.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <utility>
@@ -23,7 +24,8 @@ absl::flat_hash_set<const void*>& Registry() {
 
 }  // namespace
 
-HostStream::HostStream(bool waiters_run) : waiters_run_(waiters_run), created_(std::chrono::steady_clock::now()) {
+HostStream::HostStream(bool waiters_run, bool issuer_cpu)
+    : waiters_run_(waiters_run), issuer_cpu_(issuer_cpu), created_(std::chrono::steady_clock::now()) {
   {
     std::lock_guard<std::mutex> lock(RegistryMutex());
     Registry().insert(this);
@@ -54,10 +56,11 @@ HostStream* HostStream::Find(const void* p) {
 }
 
 void HostStream::Enqueue(Task task) {
+  const int cpu = issuer_cpu_ ? sched_getcpu() : -1;  // -1 where it fails too
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
+    queue_.push_back({std::move(task), cpu});
     ++enqueued_;
     wake = worker_asleep_;
   }
@@ -83,7 +86,7 @@ void HostStream::EnqueueCallback(std::function<void(absl::Status)> fn) {
 void HostStream::WaitDone(std::unique_lock<std::mutex>& lock, uint64_t mark) {
   while (done_ < mark) {
     if (waiters_run_ && !running_ && !queue_.empty()) {
-      RunFront(lock);
+      RunFront(lock, /*worker=*/false);
       continue;
     }
     wake_at_ = std::min(wake_at_, mark);
@@ -94,11 +97,13 @@ void HostStream::WaitDone(std::unique_lock<std::mutex>& lock, uint64_t mark) {
   if (waiters_run_ && !running_ && worker_asleep_ && (!queue_.empty() || stop_)) work_cv_.notify_one();
 }
 
-void HostStream::RunFront(std::unique_lock<std::mutex>& lock) {
-  Task task = std::move(queue_.front());
+void HostStream::RunFront(std::unique_lock<std::mutex>& lock, bool worker) {
+  Task task = std::move(queue_.front().task);
+  const int cpu = queue_.front().cpu;
   queue_.pop_front();
   running_ = true;
   lock.unlock();
+  if (worker && issuer_cpu_) FollowIssuer(cpu);
   absl::Status s;
   try {
     s = task();
@@ -157,8 +162,21 @@ absl::Status HostStream::PendingError() {
   return first_error_;
 }
 
+void HostStream::FollowIssuer(int cpu) {
+  if (cpu < 0 || cpu == pinned_cpu_ || !have_allowed_) return;
+  if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed_)) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0) pinned_cpu_ = cpu;
+}
+
 void HostStream::Run() {
   trace::NameThisThread("weft host stream");
+  // The CPUs the thread may follow its issuers to: the set it started with,
+  // its creator's (a launcher's or a cpuset's binding), never beyond it.
+  CPU_ZERO(&allowed_);
+  have_allowed_ = issuer_cpu_ && pthread_getaffinity_np(pthread_self(), sizeof(allowed_), &allowed_) == 0;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     // A waiter may be running a task (waiters_run_): the next one waits for it.
@@ -168,7 +186,7 @@ void HostStream::Run() {
       worker_asleep_ = false;
     }
     if (queue_.empty()) return;  // stop_ and drained
-    RunFront(lock);
+    RunFront(lock, /*worker=*/true);
   }
 }
 

@@ -14,6 +14,8 @@
 #ifndef WEFT_CORE_STREAM_H_
 #define WEFT_CORE_STREAM_H_
 
+#include <sched.h>
+
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -38,7 +40,20 @@ class HostStream {
   // the stream's thread and back, which on a machine whose idle cores sleep
   // (a VM's halted vCPUs above all) costs a wake-up each way. Work enqueued
   // without a waiter still starts at once on the stream's thread.
-  explicit HostStream(bool waiters_run = false);
+  //
+  // With `issuer_cpu`, the stream's thread runs each task on the CPU that
+  // the thread which enqueued it was running on when it did (its affinity
+  // narrowed to that CPU, changed only when the issuer has moved). This is
+  // for ranks that have no core to spare for communication, several ranks
+  // of a node each computing on its share of the cores: a rank then pays
+  // for its own collectives on its own core instead of wherever the
+  // scheduler put the thread, and ranks whose issuing threads are on
+  // different cores never find two of their stream threads on one core,
+  // where the lockstep rounds of a shared-memory collective would take a
+  // context switch each. Where the affinity cannot be narrowed (the CPU is
+  // outside the thread's own set, or the call fails), the task runs where
+  // the thread is. Tasks a waiter runs (`waiters_run`) run on the waiter.
+  explicit HostStream(bool waiters_run = false, bool issuer_cpu = false);
   ~HostStream();  // runs what is queued, then joins the thread
   HostStream(const HostStream&) = delete;
   HostStream& operator=(const HostStream&) = delete;
@@ -77,7 +92,11 @@ class HostStream {
   void WaitDone(std::unique_lock<std::mutex>& lock, uint64_t mark);
   // Runs the task at the front of the queue on this thread: the caller
   // holds `lock`, the queue is not empty and no thread is running a task.
-  void RunFront(std::unique_lock<std::mutex>& lock);
+  // `worker`: the caller is the stream's own thread (which follows the
+  // issuer's CPU with `issuer_cpu`), not a waiter.
+  void RunFront(std::unique_lock<std::mutex>& lock, bool worker);
+  // Narrows this thread's affinity to `cpu` (issuer_cpu_); see the constructor.
+  void FollowIssuer(int cpu);
 
   // Waits for one stream's tasks with as few wake-ups as possible: on a
   // loaded host every futex wake is a context switch that the stream's own
@@ -88,10 +107,20 @@ class HostStream {
   std::condition_variable work_cv_;  // the worker: a task or stop_
   std::condition_variable done_cv_;  // Synchronize / WaitFor
   const bool waiters_run_;
+  const bool issuer_cpu_;
+  // The worker's own: the CPU it is narrowed to (or -1) and the set it
+  // started with (FollowIssuer).
+  int pinned_cpu_ = -1;
+  cpu_set_t allowed_;
+  bool have_allowed_ = false;
   bool worker_asleep_ = false;
   bool running_ = false;             // a thread (the worker or a waiter) is running a task
   uint64_t wake_at_ = UINT64_MAX;    // the least mark a waiter waits for
-  std::deque<Task> queue_;
+  struct Queued {
+    Task task;
+    int cpu;  // where the issuer was (issuer_cpu_), else -1
+  };
+  std::deque<Queued> queue_;
   uint64_t enqueued_ = 0;
   uint64_t done_ = 0;
   std::chrono::steady_clock::time_point created_;

@@ -30,10 +30,21 @@ weftResult_t weftStreamCreate(weftStream_t* stream);
  * stream's thread, so asynchrony is unchanged; a caller that waits right
  * after enqueueing, as a blocking collective's caller does, pays no hand-off
  * to the stream's thread and back, two wake-ups that cost tens to hundreds
- * of microseconds where idle cores sleep (a virtual machine's halted vCPUs). */
+ * of microseconds where idle cores sleep (a virtual machine's halted vCPUs).
+ * weftStreamIssuerCpu: the stream's thread runs each piece of work on the
+ * CPU its enqueuing thread was on when it enqueued it (the thread's affinity
+ * narrowed to that CPU, within the set it was created with; changed only
+ * when the issuer has moved). For ranks without a core to spare, such as
+ * several ranks of a node that each compute on their share of its cores: a
+ * rank pays for its own collectives on its own core, and the stream threads
+ * of ranks computing on different cores never share one, where the
+ * shared-memory rounds between them would cost a context switch each. Where
+ * a rank has cores to spare, leave it unset: the stream's thread then
+ * overlaps communication with computation on another core. */
 typedef enum {
   weftStreamDefault = 0,
-  weftStreamWaitersRun = 1
+  weftStreamWaitersRun = 1,
+  weftStreamIssuerCpu = 2
 } weftStreamFlags_t;
 /* weftStreamCreate with `flags` (a bitwise or of weftStreamFlags_t; any
  * other bit is weftInvalidArgument naming `flags`). */

@@ -14,14 +14,18 @@ from . import _lib
 
 # weftStreamFlags_t
 WAITERS_RUN = 1
+ISSUER_CPU = 2
 
 
 class Stream:
-    def __init__(self, waiters_run=False):
+    def __init__(self, waiters_run=False, issuer_cpu=False):
         """waiters_run: synchronize() runs the pending work on the calling thread whenever the stream's own
-        thread is not running any (weftStreamWaitersRun): no hand-off for work that is waited for at once."""
+        thread is not running any (weftStreamWaitersRun): no hand-off for work that is waited for at once.
+        issuer_cpu: the stream's thread runs each piece of work on the CPU the enqueuing thread was on
+        (weftStreamIssuerCpu): for ranks with no core to spare for communication."""
         h = ctypes.c_void_p()
-        _lib.call("weftStreamCreateWithFlags", ctypes.byref(h), WAITERS_RUN if waiters_run else 0)
+        flags = (WAITERS_RUN if waiters_run else 0) | (ISSUER_CPU if issuer_cpu else 0)
+        _lib.call("weftStreamCreateWithFlags", ctypes.byref(h), flags)
         self._h = h
         self._held = []  # tensors of enqueued work (_tensors.keep_alive), until it has run
 

@@ -429,7 +429,7 @@ int main(void) {
   FAILS(weftStreamCreate(NULL), weftInvalidArgument, "stream is NULL");
   FAILS(weftStreamCreateWithFlags(NULL, weftStreamWaitersRun), weftInvalidArgument, "stream is NULL");
   FAILS(weftStreamCreateWithFlags(&stream, 0x6), weftInvalidArgument, "flags = 0x6");
-  EXPECT(weftStreamCreateWithFlags(&stream, weftStreamWaitersRun) == weftSuccess);
+  EXPECT(weftStreamCreateWithFlags(&stream, weftStreamWaitersRun | weftStreamIssuerCpu) == weftSuccess);
   EXPECT(weftAllReduce(buf, buf, 8, weftFloat32, weftMax, comm, stream) == weftSuccess);
   EXPECT(weftStreamSynchronize(stream) == weftSuccess);
   EXPECT(weftStreamDestroy(stream) == weftSuccess);

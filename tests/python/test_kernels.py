@@ -21,6 +21,8 @@ except ImportError:
 
 PYDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
 sys.path.insert(0, PYDIR)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from threads import stream_threads  # noqa: E402
 import weft  # noqa: E402
 import weft.kernels as K  # noqa: E402
 
@@ -80,6 +82,25 @@ class Flatten(unittest.TestCase):
         s.synchronize()
         np.testing.assert_array_equal(dst, scaled(np.concatenate(srcs), 2.0, np.float32))
         s.destroy()
+
+    def test_on_a_stream_that_follows_its_issuer(self):
+        """Stream(issuer_cpu=True): the stream's thread runs each call on the CPU the calling thread was on."""
+        start = os.sched_getaffinity(0)
+        before = set(stream_threads())
+        s = weft.Stream(issuer_cpu=True)  # its thread starts on every CPU of this one
+        try:
+            for c in sorted(start)[:4]:
+                os.sched_setaffinity(0, {c})
+                srcs = [rand(100)]
+                dst = np.zeros(100, dtype=np.float32)
+                K.flatten(srcs, dst, stream=s)
+                s.synchronize()
+                np.testing.assert_array_equal(dst, srcs[0])
+                mine = [a for t, a in stream_threads().items() if t not in before]
+                self.assertEqual(mine, [{c}], "called on CPU %d" % c)
+        finally:
+            os.sched_setaffinity(0, start)
+            s.destroy()
 
 
 class Unflatten(unittest.TestCase):

@@ -1,6 +1,9 @@
 // core/stream.h: in-order execution, error reporting, registry.
 #include "core/stream.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -192,6 +195,46 @@ TEST(HostStream, WaitersRunPendingWorkOnTheirThreadInOrder) {
       EXPECT_EQ(on_waiter, 0);
     }
     EXPECT_TRUE(s.Idle());
+  }
+}
+
+// issuer_cpu: each task runs on the CPU its enqueuing thread was on. The
+// test's thread is pinned to each of its CPUs in turn, so where it enqueues
+// is known, and each task reports where it ran and on how many CPUs its
+// thread may run. Without the flag the stream's thread is never narrowed.
+TEST(HostStream, IssuerCpuRunsEachTaskOnItsIssuersCpu) {
+  cpu_set_t start;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(start), &start), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &start)) cpus.push_back(c);
+  }
+  ASSERT_FALSE(cpus.empty());
+  for (bool issuer_cpu : {true, false}) {
+    HostStream s(/*waiters_run=*/false, issuer_cpu);  // made before the narrowing: it may follow to any CPU
+    for (int round = 0; round < 3; ++round) {
+      for (int c : cpus) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+        int ran_on = -2, allowed = 0;
+        s.Enqueue([&] {
+          ran_on = sched_getcpu();
+          cpu_set_t now;
+          if (pthread_getaffinity_np(pthread_self(), sizeof(now), &now) == 0) allowed = CPU_COUNT(&now);
+          return absl::OkStatus();
+        });
+        ASSERT_TRUE(s.Synchronize().ok());
+        if (issuer_cpu) {
+          EXPECT_EQ(ran_on, c) << "round " << round;
+          EXPECT_EQ(allowed, 1);
+        } else {
+          EXPECT_EQ(allowed, static_cast<int>(cpus.size())) << "a stream without issuer_cpu was narrowed";
+        }
+      }
+    }
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(start), &start), 0);
   }
 }
 
