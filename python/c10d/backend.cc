@@ -16,15 +16,55 @@
 // weft calls one weftGroupStart/weftGroupEnd (NCCL's group semantics).
 #include "backend.h"
 
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "op.h"
 
 namespace weft_c10d {
+namespace {
+
+// Whether the group's host streams run each collective on the CPU of the
+// thread that issued it (weftStreamIssuerCpu): where a rank has no core to
+// spare beyond its compute threads. A rank's share of cores is this
+// process's CPUs over the node's ranks (LOCAL_WORLD_SIZE, which torchrun
+// and the launchers built on it set; 1 where unset), its compute threads
+// torch's intra-op threads. There its stream threads would otherwise take
+// cores from the compute of whichever rank the scheduler put them beside,
+// and two ranks' stream threads on one core make every shared-memory round
+// between them a context switch: on 2 vCPUs, 2 ranks, DDP's ResNet-50 step
+// took 365 or 405 ms from one step to the next, and 356-373 ms following
+// the issuer (bench/results/torch.md). WEFT_ISSUER_CPU=1 or 0 decides.
+bool StreamsFollowIssuer() {
+  if (const char* env = std::getenv("WEFT_ISSUER_CPU"); env != nullptr && *env != '\0') {
+    const std::string v(env);
+    TORCH_CHECK(v == "0" || v == "1", "weft: WEFT_ISSUER_CPU=", v, " (expected 1: host collectives run on the "
+                "CPU of the thread that issued them, 0: wherever the scheduler puts them, or unset: decided by "
+                "the cores per rank)");
+    return v == "1";
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                                 : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  int local = 1;
+  if (const char* env = std::getenv("LOCAL_WORLD_SIZE"); env != nullptr) local = std::max(1, std::atoi(env));
+  return cpus / local < at::get_num_threads() + 1;
+}
+
+}  // namespace
 
 WeftBackend::WeftBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), comms_(store, rank, size, timeout) {}
+    : c10d::Backend(rank, size), comms_(store, rank, size, timeout) {
+  StreamsFollowIssuer();  // a bad WEFT_ISSUER_CPU fails the group's creation, not its first collective
+}
 
 WeftBackend::~WeftBackend() { shutdown(); }
 
@@ -45,7 +85,8 @@ weftStream_t WeftBackend::LeaseStream() {
   // A blocking call's caller waits at once: it runs the collective itself
   // (WeftWork::wait) instead of waking the stream's thread and being woken.
   weftStream_t s = nullptr;
-  weftResult_t r = weftStreamCreateWithFlags(&s, weftStreamWaitersRun);
+  if (stream_flags_ == 0) stream_flags_ = weftStreamWaitersRun | (StreamsFollowIssuer() ? weftStreamIssuerCpu : 0);
+  weftResult_t r = weftStreamCreateWithFlags(&s, stream_flags_);
   TORCH_CHECK(r == weftSuccess, WeftError("weftStreamCreateWithFlags", getRank(), r));
   all_streams_.push_back(s);
   return s;

@@ -175,6 +175,9 @@ class WeftBackend : public c10d::Backend {
   std::mutex mu_;
   std::vector<weftStream_t> free_streams_;
   std::vector<weftStream_t> all_streams_;
+  // The flags of this group's streams, decided when it makes its first
+  // (weftStreamIssuerCpu or not: StreamsFollowIssuer in backend.cc); 0 before.
+  unsigned stream_flags_ = 0;
   // Completed host work that nobody else held when its stream callback
   // ended: dropped on an issuing thread (the next collective's issue, by
   // DropRetired) or by shutdown, never on a stream's thread.

@@ -13,12 +13,17 @@ all-to-all (even, uneven, lists), send/recv and batch_isend_irecv over a few dty
 only moves (uint16..64, complex, float8) are test_dtypes.py's.
 """
 
+import os
+import sys
 import zlib
 
 import torch
 import torch.distributed as dist
 
 from common import run_tests, same_bits
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from threads import stream_threads  # noqa: E402
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int8, torch.uint8, torch.int16,
           torch.int32, torch.int64, torch.bool]
@@ -312,22 +317,11 @@ def test_blocking_runs_here(job):
     blocking calls has started no host stream thread, while its first async call starts one. And it keeps the group's
     issue order: a blocking all-reduce issued behind an async one that is still waiting for a late peer pairs with
     the peer's blocking call, not with its async one."""
-    import os
     import time
 
-    def stream_threads():
-        """This process's weft host stream threads (named weft-stream), whatever other threads come and go."""
-        n = 0
-        for task in os.listdir("/proc/self/task"):
-            try:
-                with open("/proc/self/task/%s/comm" % task) as f:
-                    n += f.read().strip() == "weft-stream"
-            except OSError:  # a thread that ended meanwhile
-                pass
-        return n
     group = dist.new_group(backend="weft")
     dist.barrier(group=group)  # makes the group's communicator
-    threads = stream_threads()
+    threads = len(stream_threads())
     x = torch.full((1000,), float(job.rank + 1))
     dist.all_reduce(x, group=group)
     out = torch.empty(job.world * 3)
@@ -336,7 +330,7 @@ def test_blocking_runs_here(job):
     dist.reduce_scatter_tensor(part, torch.ones(2 * job.world), group=group)
     b = torch.full((5,), float(job.rank))
     dist.broadcast(b, src=job.world - 1, group=group)
-    blocking_threads = stream_threads()
+    blocking_threads = len(stream_threads())
     want = float(job.world * (job.world + 1) // 2)
     job.check(bool((x == want).all()) and out.tolist() == [float(r) for r in range(job.world) for _ in range(3)] and
               part.tolist() == [float(job.world)] * 2 and bool((b == job.world - 1).all()), "blocking values")
@@ -349,10 +343,68 @@ def test_blocking_runs_here(job):
     c = torch.full((11,), float(10 * (job.rank + 1)))
     dist.all_reduce(c, group=group)
     work.wait()
-    job.check(stream_threads() > threads, "an async collective ran without a new stream thread")
+    job.check(len(stream_threads()) > threads, "an async collective ran without a new stream thread")
     job.check(bool((a == want).all()) and bool((c == 10 * want).all()),
               "issue order: async %s, blocking %s" % (a.tolist(), c.tolist()))
     dist.destroy_process_group(group)
+
+
+def test_streams_follow_issuer(job):
+    """Where a rank has no core to spare (this process's CPUs over LOCAL_WORLD_SIZE below torch's intra-op threads
+    plus one), a group's host stream runs each async collective on the CPU of the thread that issued it
+    (weftStreamIssuerCpu); WEFT_ISSUER_CPU=1 or 0 decides instead, and any other value fails the group's creation.
+    The issuing thread is pinned to each CPU in turn; the stream threads a group started are then narrowed to that
+    CPU, or never narrowed."""
+    import time
+
+    start = os.sched_getaffinity(0)
+    cpus = sorted(start)[:4]
+    local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    auto = len(start) // local < torch.get_num_threads() + 1
+    saved = os.environ.pop("WEFT_ISSUER_CPU", None)
+    try:
+        for setting, follows in (("1", True), ("0", False), (None, auto)):
+            if setting is not None:
+                os.environ["WEFT_ISSUER_CPU"] = setting
+            group = dist.new_group(backend="weft")
+            dist.barrier(group=group)  # makes the group's communicator
+            before = set(stream_threads())
+            # The group's first stream starts here, unpinned: a thread starts on its creator's CPUs, and a stream's
+            # thread follows its issuers within those only.
+            dist.all_reduce(torch.ones(4), async_op=True, group=group).wait()
+            for c in cpus:
+                os.sched_setaffinity(0, {c})
+                x = torch.full((1000,), float(job.rank + 1))
+                work = dist.all_reduce(x, async_op=True, group=group)
+                # Not wait() at once: a waiter that finds the collective not started runs it itself.
+                deadline = time.monotonic() + 60
+                while not work.is_completed() and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                work.wait()
+                # The stream goes back to the group's pool just after the Work completes; the next call would
+                # otherwise start a stream on this pinned thread, which starts on this one CPU.
+                time.sleep(0.05)
+                job.check(bool((x == job.world * (job.world + 1) // 2).all()), "values, CPU %d" % c)
+                mine = {t: a for t, a in stream_threads().items() if t not in before}
+                what = "WEFT_ISSUER_CPU=%s, issued on CPU %d: the group's stream threads may run on %s" % (
+                    setting, c, sorted(map(sorted, mine.values())))
+                job.check(bool(mine), what + " (none started)")
+                if follows:
+                    job.check({c} in mine.values(), what)
+                else:
+                    job.check(all(a == start for a in mine.values()), what)
+            os.sched_setaffinity(0, start)
+            dist.destroy_process_group(group)
+            os.environ.pop("WEFT_ISSUER_CPU", None)
+        os.environ["WEFT_ISSUER_CPU"] = "2"
+        job.expect_raises(lambda: dist.new_group(backend="weft"), (RuntimeError, ValueError),
+                          ["WEFT_ISSUER_CPU=2"], "a bad WEFT_ISSUER_CPU")
+    finally:
+        os.sched_setaffinity(0, start)
+        os.environ.pop("WEFT_ISSUER_CPU", None)
+        if saved is not None:
+            os.environ["WEFT_ISSUER_CPU"] = saved
+    job.check_still_works("after the stream placement settings")
 
 
 def test_freed_on_issuing_thread(job):
@@ -570,6 +622,7 @@ def main():
                ("broadcast", test_broadcast), ("all_gather", test_all_gather),
                ("reduce_scatter", test_reduce_scatter), ("async", test_async_returns_early),
                ("blocking calls run here", test_blocking_runs_here),
+               ("streams follow the issuer", test_streams_follow_issuer),
                ("freed on the issuing thread", test_freed_on_issuing_thread),
                ("barrier and objects", test_barrier_and_objects),
                ("rooted", test_rooted), ("all_to_all", test_all_to_all), ("send/recv", test_send_recv),
