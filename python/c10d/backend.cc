@@ -33,14 +33,18 @@ namespace {
 // Whether the group's host streams run each collective on the CPU of the
 // thread that issued it (weftStreamIssuerCpu): where a rank has no core to
 // spare beyond its compute threads. A rank's share of cores is this
-// process's CPUs over the node's ranks (LOCAL_WORLD_SIZE, which torchrun
-// and the launchers built on it set; 1 where unset), its compute threads
-// torch's intra-op threads. There its stream threads would otherwise take
+// process's CPUs over the node's ranks (the first of kLocalSizeVars set;
+// 1 where none is), its compute threads torch's intra-op threads. There its stream threads would otherwise take
 // cores from the compute of whichever rank the scheduler put them beside,
 // and two ranks' stream threads on one core make every shared-memory round
 // between them a context switch: on 2 vCPUs, 2 ranks, DDP's ResNet-50 step
 // took 365 or 405 ms from one step to the next, and 356-373 ms following
 // the issuer (bench/results/torch.md). WEFT_ISSUER_CPU=1 or 0 decides.
+// The ranks on this node, as torchrun and the launchers built on it
+// (LOCAL_WORLD_SIZE), Open MPI, MPICH, MVAPICH and Slurm say.
+constexpr const char* kLocalSizeVars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                          "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"};
+
 bool StreamsFollowIssuer() {
   if (const char* env = std::getenv("WEFT_ISSUER_CPU"); env != nullptr && *env != '\0') {
     const std::string v(env);
@@ -54,7 +58,13 @@ bool StreamsFollowIssuer() {
   const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
                                                                  : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   int local = 1;
-  if (const char* env = std::getenv("LOCAL_WORLD_SIZE"); env != nullptr) local = std::max(1, std::atoi(env));
+  for (const char* name : kLocalSizeVars) {
+    const char* env = std::getenv(name);
+    if (env != nullptr && std::atoi(env) > 0) {
+      local = std::atoi(env);
+      break;
+    }
+  }
   return cpus / local < at::get_num_threads() + 1;
 }
 

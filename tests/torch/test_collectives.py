@@ -350,8 +350,8 @@ def test_blocking_runs_here(job):
 
 
 def test_streams_follow_issuer(job):
-    """Where a rank has no core to spare (this process's CPUs over LOCAL_WORLD_SIZE below torch's intra-op threads
-    plus one), a group's host stream runs each async collective on the CPU of the thread that issued it
+    """Where a rank has no core to spare (this process's CPUs over the node's ranks, LOCAL_WORLD_SIZE or an MPI
+    launcher's or Slurm's count, below torch's intra-op threads plus one), a group's host stream runs each async collective on the CPU of the thread that issued it
     (weftStreamIssuerCpu); WEFT_ISSUER_CPU=1 or 0 decides instead, and any other value fails the group's creation.
     The issuing thread is pinned to each CPU in turn; the stream threads a group started are then narrowed to that
     CPU, or never narrowed."""
@@ -359,7 +359,9 @@ def test_streams_follow_issuer(job):
 
     start = os.sched_getaffinity(0)
     cpus = sorted(start)[:4]
-    local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    local = next((int(os.environ[v]) for v in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                               "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+                  if os.environ.get(v, "").isdigit() and int(os.environ[v]) > 0), 1)
     auto = len(start) // local < torch.get_num_threads() + 1
     saved = os.environ.pop("WEFT_ISSUER_CPU", None)
     try:
