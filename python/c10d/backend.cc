@@ -30,21 +30,22 @@
 namespace weft_c10d {
 namespace {
 
-// Whether the group's host streams run each collective on the CPU of the
-// thread that issued it (weftStreamIssuerCpu): where a rank has no core to
-// spare beyond its compute threads. A rank's share of cores is this
-// process's CPUs over the node's ranks (the first of kLocalSizeVars set;
-// 1 where none is), its compute threads torch's intra-op threads. There its stream threads would otherwise take
-// cores from the compute of whichever rank the scheduler put them beside,
-// and two ranks' stream threads on one core make every shared-memory round
-// between them a context switch: on 2 vCPUs, 2 ranks, DDP's ResNet-50 step
-// took 365 or 405 ms from one step to the next, and 356-373 ms following
-// the issuer (bench/results/torch.md). WEFT_ISSUER_CPU=1 or 0 decides.
 // The ranks on this node, as torchrun and the launchers built on it
 // (LOCAL_WORLD_SIZE), Open MPI, MPICH, MVAPICH and Slurm say.
 constexpr const char* kLocalSizeVars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
                                           "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"};
 
+// Whether the group's host streams run each collective on the CPU of the
+// thread that issued it (weftStreamIssuerCpu): where a rank has no core to
+// spare beyond its compute threads. A rank's share of cores is this
+// process's CPUs over the node's ranks (the first of kLocalSizeVars set; 1
+// where none is), its compute threads torch's intra-op threads. There its
+// stream threads would otherwise take cores from the compute of whichever
+// rank the scheduler put them beside, and two ranks' stream threads on one
+// core make every shared-memory round between them a context switch: on 2
+// vCPUs, 2 ranks, DDP's ResNet-50 step took 365 or 405 ms from one step to
+// the next, and 356-373 ms following the issuer (bench/results/torch.md).
+// WEFT_ISSUER_CPU=1 or 0 decides instead.
 bool StreamsFollowIssuer() {
   if (const char* env = std::getenv("WEFT_ISSUER_CPU"); env != nullptr && *env != '\0') {
     const std::string v(env);
