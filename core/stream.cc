@@ -163,8 +163,8 @@ absl::Status HostStream::PendingError() {
 }
 
 void HostStream::FollowIssuer(int cpu) {
-  if (cpu < 0 || cpu == pinned_cpu_ || !have_allowed_) return;
-  if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed_)) return;
+  // CPU_ISSET is false beyond the set's size, and for every CPU of an empty set.
+  if (cpu < 0 || cpu == pinned_cpu_ || !CPU_ISSET(cpu, &allowed_)) return;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
@@ -174,9 +174,9 @@ void HostStream::FollowIssuer(int cpu) {
 void HostStream::Run() {
   trace::NameThisThread("weft host stream");
   // The CPUs the thread may follow its issuers to: the set it started with,
-  // its creator's (a launcher's or a cpuset's binding), never beyond it.
-  CPU_ZERO(&allowed_);
-  have_allowed_ = issuer_cpu_ && pthread_getaffinity_np(pthread_self(), sizeof(allowed_), &allowed_) == 0;
+  // its creator's (a launcher's or a cpuset's binding), never beyond it;
+  // none where it does not follow them or the set cannot be read.
+  if (!issuer_cpu_ || pthread_getaffinity_np(pthread_self(), sizeof(allowed_), &allowed_) != 0) CPU_ZERO(&allowed_);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     // A waiter may be running a task (waiters_run_): the next one waits for it.

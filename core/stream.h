@@ -112,7 +112,6 @@ class HostStream {
   // started with (FollowIssuer).
   int pinned_cpu_ = -1;
   cpu_set_t allowed_;
-  bool have_allowed_ = false;
   bool worker_asleep_ = false;
   bool running_ = false;             // a thread (the worker or a waiter) is running a task
   uint64_t wake_at_ = UINT64_MAX;    // the least mark a waiter waits for

@@ -61,8 +61,9 @@ bool StreamsFollowIssuer() {
   int local = 1;
   for (const char* name : kLocalSizeVars) {
     const char* env = std::getenv(name);
-    if (env != nullptr && std::atoi(env) > 0) {
-      local = std::atoi(env);
+    const int n = env != nullptr ? std::atoi(env) : 0;
+    if (n > 0) {
+      local = n;
       break;
     }
   }

@@ -36,6 +36,8 @@ import time
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from ports import free_port  # noqa: E402
 
 
 def python():
@@ -54,13 +56,6 @@ def launch_cmd(launcher, nproc, script, port):
         # DeepSpeed's own runner; --num_gpus is its "processes on this node" (the CPU accelerator's too).
         return [py, "-m", "deepspeed.launcher.runner", "--num_gpus", str(nproc), "--master_port", str(port), script]
     raise SystemExit("--launcher must be torchrun, accelerate or deepspeed, not %r" % launcher)
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # torch's ProcessGroupGloo lets its worker threads drop a finished collective's tensors after the caller has
@@ -109,7 +104,7 @@ def run_job(args, backend, out, nproc, extra):
 def launch_job(args, backend, out, nproc, extra):
     """One job; its output is printed when it ends (kept in a log beside the report, read for the exit abort)."""
     # The launchers' master port and weft's (MASTER_PORT + 1) must both be free.
-    port = free_port()
+    port = free_port(also_below=1) - 1
     cmd = launch_cmd(args.launcher, nproc, args.script, port) + ["--backend", backend, "--out", out] + extra
     env = dict(os.environ, WEFT_SOCKET_IFNAME=os.environ.get("WEFT_SOCKET_IFNAME", "lo"),
                OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")

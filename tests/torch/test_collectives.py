@@ -314,9 +314,9 @@ def test_async_returns_early(job):
 
 def test_blocking_runs_here(job):
     """A blocking collective (async_op=False) on CPU tensors runs on the calling thread: a group that has made only
-    blocking calls has started no host stream thread, while its first async call starts one. And it keeps the group's
-    issue order: a blocking all-reduce issued behind an async one that is still waiting for a late peer pairs with
-    the peer's blocking call, not with its async one."""
+    blocking calls has started no host stream thread, while its first async call starts one. And it keeps the
+    group's issue order: a blocking all-reduce issued behind an async one that is still waiting for a late peer
+    pairs with the peer's blocking call, not with its async one."""
     import time
 
     group = dist.new_group(backend="weft")
@@ -334,7 +334,8 @@ def test_blocking_runs_here(job):
     want = float(job.world * (job.world + 1) // 2)
     job.check(bool((x == want).all()) and out.tolist() == [float(r) for r in range(job.world) for _ in range(3)] and
               part.tolist() == [float(job.world)] * 2 and bool((b == job.world - 1).all()), "blocking values")
-    job.check(blocking_threads == threads, "blocking collectives started %d stream threads" % (blocking_threads - threads))
+    job.check(blocking_threads == threads,
+              "blocking collectives started %d stream threads" % (blocking_threads - threads))
     # Behind an async call in flight (rank 0's waits for the late ranks), of another size and value.
     if job.rank != 0:
         time.sleep(0.3)
@@ -351,8 +352,9 @@ def test_blocking_runs_here(job):
 
 def test_streams_follow_issuer(job):
     """Where a rank has no core to spare (this process's CPUs over the node's ranks, LOCAL_WORLD_SIZE or an MPI
-    launcher's or Slurm's count, below torch's intra-op threads plus one), a group's host stream runs each async collective on the CPU of the thread that issued it
-    (weftStreamIssuerCpu); WEFT_ISSUER_CPU=1 or 0 decides instead, and any other value fails the group's creation.
+    launcher's or Slurm's count, below torch's intra-op threads plus one), a group's host stream runs each async
+    collective on the CPU of the thread that issued it (weftStreamIssuerCpu); WEFT_ISSUER_CPU=1 or 0 decides
+    instead, and any other value fails the group's creation.
     The issuing thread is pinned to each CPU in turn; the stream threads a group started are then narrowed to that
     CPU, or never narrowed."""
     import time
