@@ -6,13 +6,17 @@
 For all_reduce, all_gather_into_tensor and reduce_scatter_tensor (float32, sum) and each size from 4 KiB to
 256 MiB (x4), each backend runs warm-up calls and then timed ones, one blocking call at a time, as nccl-tests
 does; a size's time is the median over the timed calls, the slowest rank's (with --repeat K the sweep runs K
-times, the backends' order reversed every other time: the medians over the sweeps, and the ratio's range). nccl-tests' definitions: size is the bytes of the largest
-buffer (all-reduce: the tensor; all-gather: the output; reduce-scatter: the input), algbw = size / time, busbw
-= algbw x 2(n-1)/n for all-reduce and x (n-1)/n for the others; "time x" is the baseline's time over weft's.
-Then DDP training steps of torchvision's ResNet-50 (random data) over each backend, under no_sync, and with a
-comm hook that moves nothing ("no data": DDP's own share of the synchronisation), one step of each in turn:
-each one's step and its gradient synchronisation (step minus the no_sync step of the same turn), medians over
-the turns, the slowest rank's
+times, the backends' order reversed every other time: the medians over the sweeps, and the ratio's range).
+nccl-tests' definitions: size is the bytes of the largest buffer (all-reduce: the tensor; all-gather: the
+output; reduce-scatter: the input), algbw = size / time, busbw = algbw x 2(n-1)/n for all-reduce and x (n-1)/n
+for the others; "time x" is the baseline's time over weft's.
+After each size's timing one more call on each backend is checked exactly (every rank's input is its rank + 1),
+and a wrong result ends the run with an error.
+Then DDP training steps of torchvision's ResNet-50 (random data) over each backend, under no_sync, with a
+comm hook that moves nothing ("no data": DDP's own share of the synchronisation) and, on CPU tensors, with one
+that only copies each bucket once ("one copy": the least any host all-reduce could add), one step of each in
+turn: each one's step and its gradient synchronisation (step minus the no_sync step of the same turn),
+medians over the turns, the slowest rank's
 (--ddp-only: just those; --ddp-bucket-view: DDP's gradient_as_bucket_view=True). --device cuda puts the
 tensors on each rank's GPU and sets torch's nccl backend beside weft instead of gloo.
 Environment: WEFT_SOCKET_IFNAME=lo keeps weft's bootstrap on loopback.
@@ -76,11 +80,36 @@ def collective(op, nbytes, world, group, device):
     if op == "all_reduce":
         t = torch.ones(count, device=device)
         return (lambda: dist.all_reduce(t, group=group)), count
+    # The blocks of all-gather and reduce-scatter: `count` rounded down to a multiple of the world.
     if op == "all_gather_into_tensor":
-        out, inp = torch.empty(count, device=device), torch.ones(count // world, device=device)
+        out, inp = torch.empty(count // world * world, device=device), torch.ones(count // world, device=device)
         return (lambda: dist.all_gather_into_tensor(out, inp, group=group)), count
-    inp, out = torch.ones(count, device=device), torch.empty(count // world, device=device)
+    inp, out = torch.ones(count // world * world, device=device), torch.empty(count // world, device=device)
     return (lambda: dist.reduce_scatter_tensor(out, inp, group=group)), count
+
+
+def check(op, nbytes, world, rank, group, device, name):
+    """One call of `op` at `nbytes` on inputs of rank + 1 everywhere, its result compared exactly (as
+    nccl-tests' -c does after timing): a backend that is fast because it is wrong fails the run."""
+    count = nbytes // 4
+    inp = torch.full((count if op != "all_gather_into_tensor" else count // world,), float(rank + 1),
+                     device=device)
+    if op == "all_reduce":
+        out = inp
+        dist.all_reduce(out, group=group)
+        want = torch.full_like(out, world * (world + 1) / 2)
+    elif op == "all_gather_into_tensor":
+        out = torch.empty(count // world * world, device=device)
+        dist.all_gather_into_tensor(out, inp, group=group)
+        want = torch.arange(1, world + 1, dtype=out.dtype, device=device).repeat_interleave(count // world)
+    else:
+        out = torch.empty(count // world, device=device)
+        dist.reduce_scatter_tensor(out, inp[:count // world * world], group=group)
+        want = torch.full_like(out, world * (world + 1) / 2)
+    if not torch.equal(out, want):
+        bad = (out != want).nonzero()[0].item()
+        raise RuntimeError("%s of %d bytes over %s: element %d is %r, expected %r" % (
+            op, nbytes, name, bad, out[bad].item(), want[bad].item()))
 
 
 def sweep(args, world, rank, gloo, base, base_name):
@@ -103,6 +132,8 @@ def sweep(args, world, rank, gloo, base, base_name):
                 order = list(groups) if repeat % 2 == 0 else list(groups)[::-1]
                 times[(op, nbytes)].append({name: timed(collective(op, nbytes, world, groups[name], args.device)[0],
                                                         iters, warmup, gloo, cuda) for name in order})
+                for name in order:
+                    check(op, nbytes, world, rank, groups[name], args.device, name)
     if rank != 0:
         return
     for op in ops:
@@ -131,28 +162,51 @@ def no_data_hook(state, bucket):
     return fut
 
 
+def one_copy_hook(scratch, bucket):
+    """A DDP comm hook that reads each bucket once and writes its bytes once (into a scratch buffer of its
+    own, kept across steps), on the thread that runs backward, and then returns the bucket as it is: the
+    least memory traffic of any all-reduce, which must read every rank's input and write every rank's
+    output."""
+    buf = bucket.buffer()
+    out = scratch.get(bucket.index())
+    if out is None or out.shape != buf.shape or out.dtype != buf.dtype:
+        out = scratch[bucket.index()] = torch.empty_like(buf)
+    out.copy_(buf)
+    fut = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
 def ddp_steps(args, world, rank, gloo, base, base_name):
     """ResNet-50 DDP steps over weft and the baseline, and the same model's step under no_sync (forward,
     backward, optimizer: no communication at all, not even DDP's broadcast of the batch-norm buffers, which the
     synced steps make before each forward), one step of each in turn; a backend's gradient
     synchronisation is its step minus the no_sync step of the same turn. A third DDP has a comm hook that
     returns each bucket at once ("no data": nothing moves): its synchronisation is DDP's own part (copying
-    gradients into buckets and back, its bookkeeping), which no backend can take away. Every figure is a
-    median over the turns, of the slowest rank's steps."""
+    gradients into buckets and back, its bookkeeping), which no backend can take away. A fourth copies each
+    bucket once and moves nothing ("one copy"): below that no host all-reduce can go where backward leaves no
+    core to spare, since its every byte must be read and written at least once by some core. Every figure is
+    a median over the turns, of the slowest rank's steps."""
     import torchvision
     from torch.nn.parallel import DistributedDataParallel as DDP
     x = torch.randn(args.ddp_batch, 3, args.ddp_image, args.ddp_image, device=args.device)
     y = torch.randint(0, 1000, (args.ddp_batch,), device=args.device)
     loss_fn = torch.nn.CrossEntropyLoss()
+    cuda = args.device == "cuda"
     steps = {}
     # "compute" has a DDP of its own: a model that also took synced steps would skip its next synced step's
     # buffer broadcast after each no_sync one (DDP broadcasts buffers only after a forward that synced).
-    for name, group in {"weft": None, base_name: base, "no data": None, "compute": None}.items():
+    rows = {"weft": None, base_name: base, "no data": None, "compute": None}
+    if not cuda:
+        rows["one copy"] = None
+    for name, group in rows.items():
         torch.manual_seed(0)
         model = DDP(torchvision.models.resnet50(weights=None).to(args.device), process_group=group,
                     gradient_as_bucket_view=args.ddp_bucket_view)
         if name == "no data":
             model.register_comm_hook(None, no_data_hook)
+        elif name == "one copy":
+            model.register_comm_hook({}, one_copy_hook)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
         def step(model=model, opt=opt):
@@ -167,7 +221,6 @@ def ddp_steps(args, world, rank, gloo, base, base_name):
     # One step of each in turn, the order reversed every other turn, so that the load's drift and its jumps
     # between speeds (this VM's steps move by half from one second to the next) fall on every configuration
     # alike; a backend's sync is then the median over turns of its step minus the no_sync step of the same turn.
-    cuda = args.device == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     names = list(steps)
     for fn in steps.values():
@@ -199,7 +252,7 @@ def ddp_steps(args, world, rank, gloo, base, base_name):
               params / 1e6, params * 4 / 1e6, args.ddp_batch, args.ddp_image, args.ddp_image, world,
               ", gradient_as_bucket_view" if args.ddp_bucket_view else "", args.ddp_steps))
     print("%10s %12s %12s   %s" % ("backend", "step (ms)", "sync (ms)", "steps (ms)"))
-    for name in ["compute", "no data", "weft", base_name]:
+    for name in ["compute", "no data"] + (["one copy"] if "one copy" in worst else []) + ["weft", base_name]:
         synced = "" if name == "compute" else "%12.1f" % (paired(name, "compute") * 1e3)
         print("%10s %12.1f %12s   %s" % (name, statistics.median(worst[name]) * 1e3, synced,
                                          " ".join("%.0f" % (t * 1e3) for t in worst[name])))
@@ -210,6 +263,11 @@ def ddp_steps(args, world, rank, gloo, base, base_name):
     wc, gc = paired("weft", "no data"), paired(base_name, "no data")
     print("%10s %12s %12s   (sync beyond DDP's own, %.1f and %.1f ms)" % (
         "", "", "%.2f" % (wc / gc) if gc > 0 else "n/a", wc * 1e3, gc * 1e3), flush=True)
+    if "one copy" in worst:
+        # The floor: a sync ratio that no host all-reduce could beat here when the cores are all busy.
+        fs = paired("one copy", "compute")
+        print("%10s %12s %12s   (one copy's sync over %s's)" % (
+            "", "", "%.2f" % (fs / gs) if gs > 0 else "n/a", base_name), flush=True)
 
 
 def main():
