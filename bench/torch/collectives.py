@@ -183,7 +183,7 @@ def ddp_steps(args, world, rank, gloo, base, base_name):
     synced steps make before each forward), one step of each in turn; a backend's gradient
     synchronisation is its step minus the no_sync step of the same turn. A third DDP has a comm hook that
     returns each bucket at once ("no data": nothing moves): its synchronisation is DDP's own part (copying
-    gradients into buckets and back, its bookkeeping), which no backend can take away. A fourth copies each
+    gradients into buckets and back, its bookkeeping), which no backend can take away. Another copies each
     bucket once and moves nothing ("one copy"): below that no host all-reduce can go where backward leaves no
     core to spare, since its every byte must be read and written at least once by some core. Every figure is
     a median over the turns, of the slowest rank's steps."""
