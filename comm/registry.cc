@@ -9,6 +9,7 @@
 #include "comm/bootstrap/socket.h"
 #include "comm/trace_clock.h"
 #include "comm/fault.h"
+#include "comm/store_mpi.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -149,31 +150,52 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitRank(Backend backend, int nran
   return FromBootstrap(backend, *b, options);
 }
 
+absl::Status SetIn(const KeyValueStore& store, int rank, const std::string& key, const std::string& value) {
+  const absl::Status s = store.set(key, value);
+  return s.ok() ? s : Annotate(s, absl::StrFormat("rank %d setting '%s' in the store", rank, key));
+}
+
+absl::StatusOr<std::string> GetFrom(const KeyValueStore& store, int rank, const std::string& key,
+                                    const std::string& what, int timeout_ms) {
+  absl::StatusOr<std::string> v = store.get(key, timeout_ms);
+  if (v.ok()) return v;
+  return Annotate(v.status(), absl::StrFormat("rank %d waiting %d ms for %s at '%s' in the store", rank, timeout_ms,
+                                              what, key));
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> InitStore(Backend backend, int nranks, int rank,
                                                         const KeyValueStore& store, const std::string& prefix,
                                                         const CommOptions& in) {
   const CommOptions options = ResolveOptions(in);
   if (nranks < 1) return InvalidArgument("nranks = %d must be at least 1", nranks);
   if (rank < 0 || rank >= nranks) return InvalidArgument("rank = %d is outside [0, nranks = %d)", rank, nranks);
+  // Host memory under mpirun: MPI, as weftCommInitWorld picks it there. A
+  // libweft without MPI has nothing to agree on (every rank of a job runs
+  // one build); a world of one rank needs no wire unless MPI is asked for.
+  const bool mpi_asked = backend == Backend::kMpi;
+  if (mpi_asked) RETURN_IF_ERROR(Find(Backend::kMpi, options).status());  // built, and for host memory
+  if (options.memory == MemKind::kHost && (mpi_asked || (backend == Backend::kAuto && nranks > 1)) &&
+      FindBackend(Backend::kMpi) != nullptr) {
+    RETURN_IF_ERROR(fault::CheckEnv());
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = InitStoreMpi(mpi_asked, nranks, rank, store, prefix, options);
+    // nullptr: not one MPI job's ranks, and every rank takes the unique id's path below.
+    if (!comm.ok() || *comm != nullptr) return fault::AtInit(AlignTraceClock(std::move(comm)));
+  }
   const std::string key = prefix + (prefix.empty() ? "" : "/") + "weft/unique_id";
   unsigned char bytes[bootstrap::kUniqueIdBytes];
   bootstrap::UniqueId id;
   if (rank == 0) {
     ASSIGN_OR_RETURN(id, MakeUniqueId());
     bootstrap::EncodeUniqueId(id, bytes);
-    absl::Status s = store.set(key, std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
-    if (!s.ok()) return Annotate(s, absl::StrFormat("rank 0 setting '%s' in the store", key));
+    RETURN_IF_ERROR(SetIn(store, 0, key, std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes))));
   } else {
-    absl::StatusOr<std::string> v = store.get(key, options.bootstrap_timeout_ms);
-    if (!v.ok()) {
-      return Annotate(v.status(), absl::StrFormat("rank %d waiting %d ms for rank 0's unique id at '%s' in the store",
-                                                  rank, options.bootstrap_timeout_ms, key));
-    }
-    if (v->size() != sizeof(bytes)) {
+    ASSIGN_OR_RETURN(const std::string v,
+                     GetFrom(store, rank, key, "rank 0's unique id", options.bootstrap_timeout_ms));
+    if (v.size() != sizeof(bytes)) {
       return InvalidUsage("the store's '%s' holds %d bytes, not a weft unique id of %d: is that key used by "
-                          "something else?", key, v->size(), sizeof(bytes));
+                          "something else?", key, v.size(), sizeof(bytes));
     }
-    std::memcpy(bytes, v->data(), sizeof(bytes));
+    std::memcpy(bytes, v.data(), sizeof(bytes));
     absl::StatusOr<bootstrap::UniqueId> got = bootstrap::DecodeUniqueId(bytes);
     if (!got.ok()) return Annotate(got.status(), absl::StrFormat("the store's '%s'", key));
     id = *got;

@@ -38,6 +38,12 @@ struct BackendFactory {
   // (weftCommInitInProcess). nullptr: the backend cannot.
   absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> (*init_local)(int nranks,
                                                                           const CommOptions& options) = nullptr;
+  // A communicator of the MPI_COMM_WORLD ranks `world_ranks`, rank i being
+  // world_ranks[i], made by them alone (weftCommInitStore under an MPI
+  // launcher); `tag` tells apart groups being made at once. nullptr: the
+  // backend cannot.
+  absl::StatusOr<std::unique_ptr<Communicator>> (*init_mpi_group)(const std::vector<int>& world_ranks, int tag,
+                                                                  const CommOptions& options) = nullptr;
 };
 
 // Called from a static initializer in each backend.
@@ -63,6 +69,16 @@ struct KeyValueStore {
   std::function<absl::Status(const std::string& key, const std::string& value)> set;
   std::function<absl::StatusOr<std::string>(const std::string& key, int timeout_ms)> get;
 };
+// store.set and store.get with errors that name this rank, the key and (for
+// a get, which waits up to timeout_ms) what it waited for.
+absl::Status SetIn(const KeyValueStore& store, int rank, const std::string& key, const std::string& value);
+absl::StatusOr<std::string> GetFrom(const KeyValueStore& store, int rank, const std::string& key,
+                                    const std::string& what, int timeout_ms);
+// Rank `rank` of an `nranks` world whose ranks meet through `store`, under
+// keys that begin with `prefix`. For host memory under an MPI launcher,
+// kAuto and kMpi make an MPI communicator of the members' MPI_COMM_WORLD
+// ranks, which they exchange through the store (store_mpi.cc); elsewhere,
+// and with kUcx, rank 0 moves a unique id through it (InitRank).
 absl::StatusOr<std::unique_ptr<Communicator>> InitStore(Backend backend, int nranks, int rank,
                                                         const KeyValueStore& store, const std::string& prefix,
                                                         const CommOptions& options);

@@ -128,9 +128,46 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& in) {
   return Wrap(comm, options);
 }
 
+absl::StatusOr<std::unique_ptr<Communicator>> InitGroup(const std::vector<int>& world_ranks, int tag,
+                                                        const CommOptions& in) {
+  const CommOptions options = ResolveOptions(in);
+  RETURN_IF_ERROR(EnsureInitialized());
+  MPI_Comm comm = MPI_COMM_NULL;
+  int world_rank = 0, rank = -1;
+  {
+    CallLock lock;
+    RETURN_IF_ERROR(CheckMpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "MPI_Comm_rank"));
+    const auto me = std::find(world_ranks.begin(), world_ranks.end(), world_rank);
+    if (me == world_ranks.end()) {
+      return InvalidUsage("MPI_COMM_WORLD rank %d is not among the %d ranks of the group it was asked to join",
+                          world_rank, world_ranks.size());
+    }
+    MPI_Group world = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
+    absl::Status s = CheckMpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+    if (s.ok()) {
+      s = CheckMpi(MPI_Group_incl(world, static_cast<int>(world_ranks.size()), world_ranks.data(), &members),
+                   "MPI_Group_incl");
+    }
+    // Collective over the members only; there is no nonblocking form.
+    if (s.ok()) s = CheckMpi(MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &comm), "MPI_Comm_create_group");
+    if (members != MPI_GROUP_NULL) MPI_Group_free(&members);
+    if (world != MPI_GROUP_NULL) MPI_Group_free(&world);
+    RETURN_IF_ERROR(s);
+    if (comm == MPI_COMM_NULL) return InternalError("MPI_Comm_create_group gave no communicator to a member");
+    RETURN_IF_ERROR(CheckMpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank"));
+    if (rank != me - world_ranks.begin()) {
+      MPI_Comm_free(&comm);
+      return InternalError("MPI_Comm_create_group made MPI_COMM_WORLD rank %d rank %d, not %d", world_rank, rank,
+                           me - world_ranks.begin());
+    }
+  }
+  return Wrap(comm, options);
+}
+
 namespace {
 
-[[maybe_unused]] const bool kRegistered = RegisterBackend({Backend::kMpi, MemKind::kHost, &InitWorld, nullptr});
+[[maybe_unused]] const bool kRegistered =
+    RegisterBackend({Backend::kMpi, MemKind::kHost, &InitWorld, nullptr, nullptr, &InitGroup});
 
 }  // namespace
 }  // namespace mpi

@@ -24,6 +24,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/p2p/comm.h"
@@ -59,6 +60,13 @@ class MpiComm final : public p2p::P2pComm {
 // The world communicator: MPI_COMM_WORLD duplicated (initialising MPI first
 // if nobody has).
 absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(const CommOptions& options);
+// A communicator of some of MPI_COMM_WORLD's ranks, rank i being
+// world_ranks[i], made by those ranks alone (MPI_Comm_create_group, with
+// `tag` telling apart groups made at once; initialising MPI first if nobody
+// has). It blocks until every member has called it: the caller makes sure
+// they all are on their way (weftCommInitStore: after the store exchange).
+absl::StatusOr<std::unique_ptr<Communicator>> InitGroup(const std::vector<int>& world_ranks, int tag,
+                                                        const CommOptions& options);
 
 }  // namespace mpi
 }  // namespace weft

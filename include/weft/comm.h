@@ -154,7 +154,20 @@ typedef struct {
  * and sets it under "<prefix>/weft/unique_id"; the other ranks get it (waiting
  * up to the bootstrap timeout). `prefix` (NULL: "") must be unique to this
  * communicator within the store, as torch's PrefixStore makes it for each
- * process group. Collective; blocking. */
+ * process group. Collective; blocking.
+ *
+ * Under an MPI launcher (mpirun, mpiexec, srun --mpi), host memory runs on MPI
+ * as weftCommInitWorld's does there: with config backend auto (and more than
+ * one rank) or weftBackendMpi, and a libweft built with MPI, each rank first
+ * sets its MPI_COMM_WORLD rank under "<prefix>/weft/mpi/<rank>" (initialising
+ * MPI if nobody has), rank 0 checks that they are distinct ranks of one MPI job
+ * and sets the plan under "<prefix>/weft/mpi/plan", and the ranks make an MPI
+ * communicator of themselves, rank i being the store's rank i, without the
+ * other ranks of MPI_COMM_WORLD (MPI_Comm_create_group). Where they are not
+ * one job's ranks (another launcher on some rank), backend auto takes the
+ * unique id's path on every rank and weftBackendMpi fails on every rank with
+ * weftInvalidUsage saying why. weftBackendUcx always takes the unique id's
+ * path. */
 weftResult_t weftCommInitStore(weftComm_t* comm, int nranks, int rank, const weftStore_t* store,
                                const char* prefix, const weftConfig_t* config);
 

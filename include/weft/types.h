@@ -106,7 +106,8 @@ typedef enum {
 typedef enum { weftSum = 0, weftProd = 1, weftMax = 2, weftMin = 3, weftAvg = 4, weftNumOps = 5 } weftRedOp_t;
 
 typedef enum {
-  weftBackendAuto = 0,      /* NCCL for CUDA memory; host: MPI under mpirun, else UCX (see weftCommInitWorld) */
+  weftBackendAuto = 0,      /* NCCL for CUDA memory; host: MPI under mpirun, else UCX (see weftCommInitWorld and
+                             * weftCommInitStore) */
   weftBackendInProcess = 1, /* ranks are threads of this process */
   weftBackendMpi = 2,       /* host memory over MPI */
   weftBackendNccl = 3,      /* CUDA memory over NCCL */

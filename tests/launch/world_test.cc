@@ -7,23 +7,17 @@
 //   uid    rank 0's unique id, moved through a file (the application's channel)
 //   store  weftCommInitStore's path, over a store of files in a directory
 // WEFT_TEST_NP is the size the launcher started, which every world must have.
-#include <unistd.h>
-
 #include <atomic>
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <thread>
 
 #include "comm/bootstrap/launch.h"
 #include "comm/bootstrap/wire.h"
 #include "comm/registry.h"
 #include "core/status.h"
 #include "gtest/gtest.h"
+#include "tests/common/file_store.h"
 #include "tests/common/world_suite.h"
 
 namespace weft {
@@ -37,41 +31,6 @@ std::string Env(const char* name, const char* fallback = "") {
 
 int Rank() { return std::atoi(Env("WEFT_TEST_RANK", "0").c_str()); }
 int Np() { return std::atoi(Env("WEFT_TEST_NP", "1").c_str()); }
-
-// A key-value store of files: set writes atomically (a temporary, then a
-// rename), get polls until the file exists.
-KeyValueStore FileStore(const std::string& dir) {
-  KeyValueStore st;
-  auto path = [dir](const std::string& key) {
-    std::string p = dir + "/";
-    for (char c : key) p += c == '/' ? '_' : c;
-    return p;
-  };
-  st.set = [path](const std::string& key, const std::string& value) -> absl::Status {
-    const std::string tmp = path(key) + ".tmp" + std::to_string(getpid());
-    {
-      std::ofstream f(tmp, std::ios::binary);
-      f.write(value.data(), static_cast<std::streamsize>(value.size()));
-      if (!f) return SystemError("writing %s", tmp);
-    }
-    if (std::rename(tmp.c_str(), path(key).c_str()) != 0) return SystemError("renaming %s", tmp);
-    return absl::OkStatus();
-  };
-  st.get = [path](const std::string& key, int timeout_ms) -> absl::StatusOr<std::string> {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (;;) {
-      std::ifstream f(path(key), std::ios::binary);
-      if (f) {
-        std::stringstream ss;
-        ss << f.rdbuf();
-        return ss.str();
-      }
-      if (std::chrono::steady_clock::now() > deadline) return Timeout("no key %s", key);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  };
-  return st;
-}
 
 // Every rank makes its worlds in the same order; the n-th one's keys differ.
 std::atomic<int> g_worlds{0};

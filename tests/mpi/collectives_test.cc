@@ -4,7 +4,9 @@
 // another transport), plus what only an MPI launch has.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iterator>
 #include <memory>
@@ -23,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/collective_check.h"
 #include "tests/common/conformance.h"
+#include "tests/common/file_store.h"
 #include "tests/common/world_suite.h"
 
 namespace weft {
@@ -83,6 +86,94 @@ TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
   unsetenv("PMI_SIZE");
   for (const auto& [k, v] : saved) setenv(k.c_str(), v.c_str(), 1);
   EXPECT_TRUE(bootstrap::MpiLauncherVariables());
+}
+
+// A directory that every rank of the job sees: rank 0 makes it, MPI_COMM_WORLD
+// hands its name to the others.
+std::string SharedDir() {
+  char path[64] = "/tmp/weft-store-XXXXXX";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0 && mkdtemp(path) == nullptr) path[0] = '\0';
+  MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return path;
+}
+
+int WorldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// weftCommInitStore under mpiexec: the store world's members agree on their
+// MPI_COMM_WORLD ranks and make an MPI communicator of them, in store order,
+// by themselves: here two groups at once, each rank's in reverse world order.
+TEST(Mpi, StoreWorldsAreMpiCommunicatorsOfTheirMembers) {
+  const std::string dir = SharedDir();
+  ASSERT_FALSE(dir.empty());
+  const KeyValueStore store = FileStore(dir);
+  const int n = WorldSize(), me = WorldRank();
+  // The whole world, in store order = world order.
+  {
+    auto comm = InitStore(Backend::kAuto, n, me, store, "world", CommOptions{});
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    EXPECT_EQ((*comm)->backend(), n > 1 ? Backend::kMpi : Backend::kInProcess);
+    EXPECT_EQ((*comm)->rank(), me);
+  }
+  // Even and odd world ranks, each group made at the same time by its members
+  // alone, with the highest world rank first.
+  std::vector<int> members;
+  for (int q = n - 1; q >= 0; --q) {
+    if (q % 2 == me % 2) members.push_back(q);
+  }
+  const int m = static_cast<int>(members.size());
+  const int at = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+  auto comm = InitStore(Backend::kMpi, m, at, store, me % 2 == 0 ? "even" : "odd", CommOptions{});
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->backend(), Backend::kMpi);
+  EXPECT_EQ((*comm)->size(), m);
+  EXPECT_EQ((*comm)->rank(), at);
+  std::vector<int32_t> got(static_cast<size_t>(m));
+  const int32_t mine = me;
+  ASSERT_TRUE((*comm)->AllGather(&mine, got.data(), 1, DataType::kInt32, nullptr).ok());
+  EXPECT_EQ(got, std::vector<int32_t>(members.begin(), members.end()));
+  comm->reset();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 0) std::filesystem::remove_all(dir);
+}
+
+// A store world whose ranks are not one MPI job's (here rank 1 says it is of
+// another job): weftBackendMpi fails on every rank naming why, and
+// weftBackendAuto takes the unique id's path (UCX) on every rank.
+TEST(Mpi, StoreWorldNotOfOneJobFallsBackOrFailsAlike) {
+  const int n = WorldSize(), me = WorldRank();
+  if (n < 2) GTEST_SKIP() << "needs two ranks";
+  const std::string dir = SharedDir();
+  ASSERT_FALSE(dir.empty());
+  const KeyValueStore store = FileStore(dir);
+  const char* job = std::getenv("PMIX_NAMESPACE");
+  const std::string saved = job != nullptr ? job : "";
+  if (me == 1) setenv("PMIX_NAMESPACE", "another-job", 1);
+  auto asked = InitStore(Backend::kMpi, n, me, store, "asked", CommOptions{});
+  EXPECT_FALSE(asked.ok());
+  EXPECT_EQ(asked.status().code(), absl::StatusCode::kFailedPrecondition) << asked.status();
+  EXPECT_NE(asked.status().message().find("another-job"), std::string::npos) << asked.status();
+  auto comm = InitStore(Backend::kAuto, n, me, store, "auto", CommOptions{});
+  if (FindBackend(Backend::kUcx) != nullptr) {
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    EXPECT_EQ((*comm)->backend(), Backend::kUcx);
+    float x = 1;
+    ASSERT_TRUE((*comm)->AllReduce(&x, &x, 1, DataType::kFloat32, RedOp::kSum, nullptr).ok());
+    EXPECT_EQ(x, static_cast<float>(n));
+  } else {
+    EXPECT_FALSE(comm.ok());  // without UCX a world outside MPI has no host backend
+  }
+  if (me == 1) {
+    if (job != nullptr) setenv("PMIX_NAMESPACE", saved.c_str(), 1);
+    else unsetenv("PMIX_NAMESPACE");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace
