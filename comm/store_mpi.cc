@@ -1,5 +1,6 @@
 #include "comm/store_mpi.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <set>
 #include <vector>
@@ -58,16 +59,20 @@ std::string Plan(const std::vector<std::string>& offers) {
       return absl::StrFormat("none rank %d is rank %d of an MPI job of %d ranks ('%s'), rank 0 of one of %d ('%s')",
                              r, w, n, f[2], size0, job0);
     }
-    if (!seen.insert(w).second) return absl::StrFormat("none rank %d is MPI_COMM_WORLD rank %d twice over", r, w);
+    if (!seen.insert(w).second) {
+      return absl::StrFormat("none rank %d is MPI_COMM_WORLD rank %d, as an earlier rank of the store is", r, w);
+    }
     ranks.push_back(w);
   }
   return absl::StrCat("mpi ", absl::StrJoin(ranks, " "));
 }
 
-// MPI_Comm_create_group's tag: the same on every member (from the prefix,
-// which the store world shares) and, with luck, not another group's being
-// made at the same time by some of the same ranks (torch's prefixes differ
-// per group). MPI promises tags up to 32767 at least.
+// MPI_Comm_create_group's tag, the same on every member: a hash of the
+// prefix, which the store world shares and torch makes different for every
+// group. Two groups with a rank in common must not make themselves with one
+// tag at overlapping times (a rank finishing one while its peer in the other
+// has begun); hashes into MPI's least tag range (32768) collide once in
+// that many pairs of groups.
 int GroupTag(const std::string& prefix) {
   uint32_t h = 2166136261u;  // FNV-1a
   for (unsigned char c : prefix) h = (h ^ c) * 16777619u;
