@@ -4,16 +4,20 @@ the group through env:// (MASTER_ADDR and MASTER_PORT passed with -x). Its host 
 communicators of the group's ranks.
 
     .venv/bin/python tests/torch/test_mpirun.py NP
+    .venv/bin/python tests/torch/test_mpirun.py NP tests/torch/test_collectives.py   # another torch test
 
 Started without Open MPI's variables it is the launcher: it picks a port, runs itself under
 `mpirun -n NP --oversubscribe` with WEFT_DEBUG=INFO, and checks from weft's log that every group of every rank
 was made on MPI. Each rank checks all_reduce, all_gather_into_tensor, reduce_scatter_tensor and broadcast on
 exact integers against gloo in the same job, on the whole world and on a group of its first and last ranks
 (the others never join its making), and ten steps of stock DDP against the same over gloo (parameters within 1e-6).
-Exits 77 (skipped) where mpirun is not installed.
+With a script, the ranks run that torch test instead (written for torchrun: its variables are set from
+Open MPI's), and the launcher checks that each rank's world was made on MPI. Exits 77 (skipped) where mpirun
+is not installed.
 """
 
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -24,7 +28,7 @@ PASSED = ("PYTHONPATH", "WEFT_LIBRARY", "WEFT_C10D_MODULE", "WEFT_SOCKET_IFNAME"
           "PYTHONUNBUFFERED", "WEFT_DEBUG")
 
 
-def launch(np):
+def launch(np, script):
     mpirun = shutil.which("mpirun") or shutil.which("mpiexec")
     if mpirun is None:
         print("skip: needs mpirun (Open MPI)")
@@ -37,24 +41,33 @@ def launch(np):
     for name in PASSED:
         if name in env:
             cmd += ["-x", name]
-    r = subprocess.run(cmd + [sys.executable, os.path.abspath(__file__)], env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True)
+    cmd += [sys.executable, os.path.abspath(__file__)] + ([os.path.abspath(script)] if script else [])
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sys.stdout.write(r.stdout)
     if r.returncode != 0:
         return r.returncode
-    # The world on every rank, and the group of the first and the last rank on both.
     made = r.stdout.count("through a store, an MPI communicator")
-    want = np + 2
-    if made != want:
-        print("FAIL: %d host communicators were made on MPI, expected %d" % (made, want))
+    # Here: the world on every rank, and the group of the first and the last rank on both. Another test: at
+    # least the world on every rank (its groups are its own), and none of its host communicators on UCX.
+    want = np if script else np + 2
+    on_ucx = r.stdout.count("backend ucx, memory host")
+    wrong_count = made < want if script else made != want
+    if wrong_count or on_ucx:
+        print("FAIL: %d host communicators were made on MPI (expected %s%d) and %d on UCX" % (
+            made, "at least " if script else "", want, on_ucx))
         return 1
     return 0
 
 
+def torchrun_variables():
+    """torch's launcher variables, from Open MPI's."""
+    for torch_name, ompi in (("RANK", "RANK"), ("WORLD_SIZE", "SIZE"), ("LOCAL_RANK", "LOCAL_RANK"),
+                             ("LOCAL_WORLD_SIZE", "LOCAL_SIZE")):
+        os.environ[torch_name] = os.environ["OMPI_COMM_WORLD_" + ompi]
+
+
 def rank_main():
-    os.environ["RANK"] = os.environ["OMPI_COMM_WORLD_RANK"]
-    os.environ["WORLD_SIZE"] = os.environ["OMPI_COMM_WORLD_SIZE"]
-    os.environ["LOCAL_RANK"] = os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]
+    torchrun_variables()
     import torch
     import torch.distributed as dist
     import weft.torch  # noqa: F401  registers "weft"
@@ -130,6 +143,12 @@ def rank_main():
 
 
 if __name__ == "__main__":
-    if "OMPI_COMM_WORLD_RANK" in os.environ:
-        sys.exit(rank_main())
-    sys.exit(launch(int(sys.argv[1]) if len(sys.argv) > 1 else 2))
+    if "OMPI_COMM_WORLD_RANK" not in os.environ:
+        sys.exit(launch(int(sys.argv[1]) if len(sys.argv) > 1 else 2, sys.argv[2] if len(sys.argv) > 2 else None))
+    if len(sys.argv) > 1:  # another torch test, as torchrun would run it
+        torchrun_variables()
+        sys.path.insert(0, os.path.dirname(sys.argv[1]))
+        sys.argv = sys.argv[1:]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+        sys.exit(0)
+    sys.exit(rank_main())
