@@ -10,11 +10,13 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "comm/bootstrap/launch.h"
 #include "comm/bootstrap/mpi_runtime.h"
@@ -88,30 +90,43 @@ TEST(Mpi, LaunchedReadsTheLaunchersEnvironment) {
   EXPECT_TRUE(bootstrap::MpiLauncherVariables());
 }
 
-// A directory that every rank of the job sees: rank 0 makes it, MPI_COMM_WORLD
-// hands its name to the others.
-std::string SharedDir() {
-  char path[64] = "/tmp/weft-store-XXXXXX";
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0 && mkdtemp(path) == nullptr) path[0] = '\0';
-  MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
-  return path;
-}
-
 int WorldRank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
 }
 
+// A store of files in a directory that every rank of the job sees: rank 0
+// makes it and MPI_COMM_WORLD hands its name to the others; it is removed
+// once every rank is done with it.
+class SharedStore {
+ public:
+  SharedStore() {
+    char path[64] = "/tmp/weft-store-XXXXXX";
+    if (WorldRank() == 0 && mkdtemp(path) == nullptr) path[0] = '\0';
+    MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
+    dir_ = path;
+    store_ = FileStore(dir_);
+  }
+  ~SharedStore() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (WorldRank() == 0 && !dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  bool ok() const { return !dir_.empty(); }
+  const KeyValueStore& store() const { return store_; }
+
+ private:
+  std::string dir_;
+  KeyValueStore store_;
+};
+
 // weftCommInitStore under mpiexec: the store world's members agree on their
 // MPI_COMM_WORLD ranks and make an MPI communicator of them, in store order,
 // by themselves: here two groups at once, each rank's in reverse world order.
 TEST(Mpi, StoreWorldsAreMpiCommunicatorsOfTheirMembers) {
-  const std::string dir = SharedDir();
-  ASSERT_FALSE(dir.empty());
-  const KeyValueStore store = FileStore(dir);
+  const SharedStore shared;
+  ASSERT_TRUE(shared.ok());
+  const KeyValueStore& store = shared.store();
   const int n = WorldSize(), me = WorldRank();
   // The whole world, in store order = world order.
   {
@@ -137,9 +152,6 @@ TEST(Mpi, StoreWorldsAreMpiCommunicatorsOfTheirMembers) {
   const int32_t mine = me;
   ASSERT_TRUE((*comm)->AllGather(&mine, got.data(), 1, DataType::kInt32, nullptr).ok());
   EXPECT_EQ(got, std::vector<int32_t>(members.begin(), members.end()));
-  comm->reset();
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (me == 0) std::filesystem::remove_all(dir);
 }
 
 // A store world whose ranks are not one MPI job's (here rank 1 says it is of
@@ -148,11 +160,17 @@ TEST(Mpi, StoreWorldsAreMpiCommunicatorsOfTheirMembers) {
 TEST(Mpi, StoreWorldNotOfOneJobFallsBackOrFailsAlike) {
   const int n = WorldSize(), me = WorldRank();
   if (n < 2) GTEST_SKIP() << "needs two ranks";
-  const std::string dir = SharedDir();
-  ASSERT_FALSE(dir.empty());
-  const KeyValueStore store = FileStore(dir);
+  const SharedStore shared;
+  ASSERT_TRUE(shared.ok());
+  const KeyValueStore& store = shared.store();
+  // Rank 1's job name, put back however the test ends.
   const char* job = std::getenv("PMIX_NAMESPACE");
-  const std::string saved = job != nullptr ? job : "";
+  const std::optional<std::string> saved = job != nullptr ? std::optional<std::string>(job) : std::nullopt;
+  const auto restore = absl::MakeCleanup([&] {
+    if (me != 1) return;
+    if (saved) setenv("PMIX_NAMESPACE", saved->c_str(), 1);
+    else unsetenv("PMIX_NAMESPACE");
+  });
   if (me == 1) setenv("PMIX_NAMESPACE", "another-job", 1);
   auto asked = InitStore(Backend::kMpi, n, me, store, "asked", CommOptions{});
   EXPECT_FALSE(asked.ok());
@@ -168,12 +186,6 @@ TEST(Mpi, StoreWorldNotOfOneJobFallsBackOrFailsAlike) {
   } else {
     EXPECT_FALSE(comm.ok());  // without UCX a world outside MPI has no host backend
   }
-  if (me == 1) {
-    if (job != nullptr) setenv("PMIX_NAMESPACE", saved.c_str(), 1);
-    else unsetenv("PMIX_NAMESPACE");
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (me == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace
