@@ -5,7 +5,8 @@ under TEMP_DIR, and DistributedTest._DistTestBase's tests run in them.
     PYTHONPATH=python WEFT_SOCKET_IFNAME=lo .venv/bin/python tests/torch/torch_suite.py            # all, 2 ranks
     WORLD_SIZE=3 ... tests/torch/torch_suite.py -k test_broadcast -k test_reduce_sum                  # a few, 3 ranks
     ... tests/torch/torch_suite.py --as-gloo                                 # the tests gated on gloo, on weft
-    ... tests/torch/torch_suite.py --subset [--as-gloo]                                   # meson's subsets
+    WORLD_SIZE=3 ... tests/torch/torch_suite.py --as-mpi -k all_to_all          # the tests gated on mpi, on weft
+    ... tests/torch/torch_suite.py --subset [--as-gloo | --as-mpi]                        # meson's subsets
     WORLD_SIZE=8 ... tests/torch/torch_suite.py --groups                   # the subgroup variants, 8 ranks
 
 The suite knows gloo, nccl, ucc and mpi by name. For a backend it does not know, a test either runs as written,
@@ -23,10 +24,17 @@ import tempfile
 # --as-gloo: the suite believes it runs gloo (its decorators gate about 50 CPU tests on that name), and every
 # group it asks gloo for is made with weft instead. What fails there for gloo-only expectations (a backend name,
 # gloo's timeouts, sparse tensors) is in docs/torch.md's table.
-AS_GLOO = "--as-gloo" in sys.argv
-if AS_GLOO:
-    sys.argv.remove("--as-gloo")
-    os.environ["BACKEND"] = "gloo"
+# --as-mpi: the same for mpi, which the suite alone trusts with all-to-all on CPU tensors (12 tests; for mpi it
+# runs the 3 on a group of part of the world, ranks 1 and 2, at any world size, so they need 3 ranks). meson runs
+# only those that way: read as mpi, the suite runs no other test that BACKEND=weft or --as-gloo does not.
+AS = None
+for _name in ("gloo", "mpi"):
+    if "--as-" + _name in sys.argv:
+        if AS is not None:
+            sys.exit("--as-gloo and --as-mpi: pick one")
+        sys.argv.remove("--as-" + _name)
+        AS = _name
+        os.environ["BACKEND"] = _name
 # torch's runner treats any non-empty CI as its own CI: it then writes XML reports through a package torch does not
 # depend on (unittest-xml-reporting) and picks CI-only profiles. This suite reports through meson, so it runs the
 # same inside and outside a CI job.
@@ -56,17 +64,17 @@ if os.environ["BACKEND"] == "weft":
     DistTestCases.backend_feature["subgroup"].add("weft")
     DistTestCases.backend_feature["plugin"].add("weft")
 
-if AS_GLOO:
+if AS is not None:
     import torch.distributed as dist
 
-    def _weft_for_gloo(fn):
+    def _weft_for(fn):
         def wrapper(*args, **kwargs):
-            if kwargs.get("backend") in ("gloo", dist.Backend.GLOO):
+            if kwargs.get("backend") in (AS, dist.Backend(AS)):
                 kwargs["backend"] = "weft"
             return fn(*args, **kwargs)
         return wrapper
-    dist.init_process_group = _weft_for_gloo(dist.init_process_group)
-    dist.new_group = _weft_for_gloo(dist.new_group)
+    dist.init_process_group = _weft_for(dist.init_process_group)
+    dist.new_group = _weft_for(dist.new_group)
 
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
@@ -103,6 +111,13 @@ SUBSET_AS_GLOO = [
     "test_get_future", "test_grads_same_across_ranks_with_no_sync",
     "test_barrier_timeout_global", "test_barrier_timeout_full_group", "test_sparse_all_reduce_sum",
 ]
+SUBSET_AS_MPI = [
+    "test_all_to_all", "test_all_to_all_complex", "test_all_to_all_group", "test_all_to_all_full_group",
+    "test_all_to_all_single_equal_split", "test_all_to_all_single_equal_split_complex",
+    "test_all_to_all_single_equal_split_group", "test_all_to_all_single_equal_split_full_group",
+    "test_all_to_all_single_unequal_split", "test_all_to_all_single_unequal_split_complex",
+    "test_all_to_all_single_unequal_split_group", "test_all_to_all_single_unequal_split_full_group",
+]
 # The collectives on a group of part of the world (new_group of ranks 1..N-2 and the like): torch runs them at
 # 8 ranks or more only (skip_if_small_worldsize), so meson runs them at 8 (torch_suite_groups_np8).
 SUBSET_GROUPS = [
@@ -114,10 +129,16 @@ SUBSET_GROUPS = [
 
 
 if __name__ == "__main__":
+    if "--groups" in sys.argv and AS == "mpi":
+        sys.exit("--groups --as-mpi: the suite runs mpi's group variants at any world size; --subset has them")
     if "--groups" in sys.argv and int(os.environ["WORLD_SIZE"]) < 8:
         sys.exit("--groups: WORLD_SIZE=%s, and torch skips these tests below 8 ranks (set WORLD_SIZE=8)"
                  % os.environ["WORLD_SIZE"])
-    for flag, names in (("--subset", SUBSET_AS_GLOO if AS_GLOO else SUBSET), ("--groups", SUBSET_GROUPS)):
+    if "--subset" in sys.argv and AS == "mpi" and int(os.environ["WORLD_SIZE"]) < 3:
+        sys.exit("--subset --as-mpi: WORLD_SIZE=%s, and the suite's all-to-all on a group takes ranks 1 and 2 "
+                 "(set WORLD_SIZE=3)" % os.environ["WORLD_SIZE"])
+    subsets = {None: (SUBSET, SUBSET_GROUPS), "gloo": (SUBSET_AS_GLOO, SUBSET_GROUPS), "mpi": (SUBSET_AS_MPI, [])}
+    for flag, names in zip(("--subset", "--groups"), subsets[AS]):
         if flag in sys.argv:
             sys.argv.remove(flag)
             sys.argv += ["TestWeftBackend." + name for name in names]
