@@ -5,12 +5,20 @@
 A small transformer (blocks in an nn.ModuleList, each block sharded, then the root) trains 10 AdamW steps on
 per-rank batches over a DeviceMesh of the weft group and over one of a gloo group; the full parameters must agree
 within 1e-5. FSDP2 moves everything with all_gather_into_tensor and reduce_scatter_tensor (coalesced).
+
+The same again with mixed precision (bfloat16 parameters, float32 gradient reduction: bfloat16 all-gathers); with
+tensor parallelism (each MLP split by columns then rows with parallelize_module: DTensor's functional collectives
+on the group); and, on an even world of 4 or more, on 2-D meshes made by init_device_mesh (their groups made by
+torch on the default backend): HSDP (replicas x shards: gradients reduce-scattered within a replica, all-reduced
+across them) and FSDP2 x TP (blocks sharded over one dimension, MLPs split over the other).
 """
 
 import torch
 import torch.nn as nn
-from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from common import Job
 
@@ -48,14 +56,34 @@ class Transformer(nn.Module):
         return self.head(x)
 
 
-def train(job, mesh):
+def fsdp(mesh, mp=None):
+    """Shards each block, then the root, over `mesh` (1-D: FSDP; 2-D: HSDP, replicas x shards)."""
+    policy = {} if mp is None else {"mp_policy": mp}
+
+    def apply(model):
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh, **policy)
+        fully_shard(model, mesh=mesh, **policy)
+    return apply
+
+
+def tensor_parallel(tp_mesh, dp_mesh=None):
+    """Each block's MLP split over `tp_mesh` (its first Linear by columns, its second by rows), then, with
+    `dp_mesh`, every block and the root sharded over that: the 2-D layout of TorchTitan and the like."""
+    def apply(model):
+        for block in model.blocks:
+            parallelize_module(block.mlp, tp_mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        if dp_mesh is not None:
+            fsdp(dp_mesh)(model)
+    return apply
+
+
+def train(parallelize, batch_seed):
     torch.manual_seed(4321)
     model = Transformer()
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    parallelize(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
-    gen = torch.Generator().manual_seed(7 + job.rank)
+    gen = torch.Generator().manual_seed(7 + batch_seed)
     loss_fn = nn.CrossEntropyLoss()
     for _ in range(STEPS):
         tokens = torch.randint(0, VOCAB, (4, SEQ), generator=gen)
@@ -63,25 +91,70 @@ def train(job, mesh):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return {n: p.full_tensor().detach().clone() for n, p in model.named_parameters()}
+    # Tensor parallelism alone leaves the parameters outside the MLPs plain tensors.
+    return {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone()
+            for n, p in model.named_parameters()}
+
+
+def compare(job, what, on_weft, on_gloo, batch_seed=None):
+    """Trains with `on_weft`, then `on_gloo` (each a function that parallelises the model); the parameters must
+    agree within 1e-5, and have moved. Each rank draws its own batches unless given `batch_seed`."""
+    seed = job.rank if batch_seed is None else batch_seed
+    weft_params, gloo_params = train(on_weft, seed), train(on_gloo, seed)
+    worst = max((weft_params[n] - gloo_params[n]).abs().max().item() for n in weft_params)
+    torch.manual_seed(4321)
+    start = dict(Transformer().named_parameters())
+    moved = max((weft_params[n] - start[n]).abs().max().item() for n in weft_params)
+    job.check(worst <= 1e-5, "%s: weft and gloo parameters differ by %.3g" % (what, worst))
+    job.check(moved > 1e-3, "%s: the parameters did not train (moved %.3g)" % (what, moved))
+
+
+def check_backends(job, what, weft_mesh, gloo_mesh):
+    for name in weft_mesh.mesh_dim_names:
+        for mesh, backend in ((weft_mesh, "weft"), (gloo_mesh, "gloo")):
+            got = torch.distributed.get_backend(mesh.get_group(name))
+            job.check(got == backend, "%s: the %s dimension's group is %s's, not %s's" % (what, name, got, backend))
 
 
 def main():
     job = Job()
+    world = torch.distributed.group.WORLD
+    weft_1d, gloo_1d = DeviceMesh.from_group(world, "cpu"), DeviceMesh.from_group(job.gloo, "cpu")
 
-    def compare(job):
-        weft_mesh = DeviceMesh.from_group(torch.distributed.group.WORLD, "cpu")
-        gloo_mesh = DeviceMesh.from_group(job.gloo, "cpu")
-        weft_params = train(job, weft_mesh)
-        gloo_params = train(job, gloo_mesh)
-        worst = max((weft_params[n] - gloo_params[n]).abs().max().item() for n in weft_params)
-        torch.manual_seed(4321)
-        start = dict(Transformer().named_parameters())
-        moved = max((weft_params[n] - start[n]).abs().max().item() for n in weft_params)
-        job.check(worst <= 1e-5, "FSDP2: weft and gloo parameters differ by %.3g" % worst)
-        job.check(moved > 1e-3, "FSDP2: the parameters did not train (moved %.3g)" % moved)
+    def meshes(shape, names):
+        """The same 2-D mesh twice, its groups made by init_device_mesh: on the default backend, then gloo."""
+        return (init_device_mesh("cpu", shape, mesh_dim_names=names),
+                init_device_mesh("cpu", shape, mesh_dim_names=names, backend_override={n: "gloo" for n in names}))
 
-    job.run("FSDP2", compare)
+    def fsdp2(job):
+        compare(job, "FSDP2", fsdp(weft_1d), fsdp(gloo_1d))
+
+    def mixed_precision(job):
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        compare(job, "FSDP2 bf16", fsdp(weft_1d, mp), fsdp(gloo_1d, mp))
+
+    def hsdp(job):
+        weft_mesh, gloo_mesh = meshes((2, job.world // 2), ("replicate", "shard"))
+        check_backends(job, "HSDP", weft_mesh, gloo_mesh)
+        compare(job, "HSDP", fsdp(weft_mesh), fsdp(gloo_mesh))
+
+    def tp(job):
+        # Every rank of a tensor-parallel group must see the same batch.
+        compare(job, "TP", tensor_parallel(weft_1d), tensor_parallel(gloo_1d), batch_seed=0)
+
+    def fsdp_tp(job):
+        weft_mesh, gloo_mesh = meshes((2, job.world // 2), ("dp", "tp"))
+        check_backends(job, "FSDP2 x TP", weft_mesh, gloo_mesh)
+        compare(job, "FSDP2 x TP", tensor_parallel(weft_mesh["tp"], weft_mesh["dp"]),
+                tensor_parallel(gloo_mesh["tp"], gloo_mesh["dp"]), batch_seed=weft_mesh.get_local_rank("dp"))
+
+    job.run("FSDP2", fsdp2)
+    job.run("FSDP2 mixed precision", mixed_precision)
+    if (4 * DIM) % job.world == 0:  # the MLP's hidden width split evenly
+        job.run("TP", tp)
+    if job.world >= 4 and job.world % 2 == 0:
+        job.run("HSDP", hsdp)
+        job.run("FSDP2 x TP", fsdp_tp)
     job.finish()
 
 
