@@ -10,11 +10,18 @@ The same again with mixed precision (bfloat16 parameters, float32 gradient reduc
 tensor parallelism (each MLP split by columns then rows with parallelize_module: DTensor's functional collectives
 on the group); and, on an even world of 4 or more, on 2-D meshes made by init_device_mesh (their groups made by
 torch on the default backend): HSDP (replicas x shards: gradients reduce-scattered within a replica, all-reduced
-across them) and FSDP2 x TP (blocks sharded over one dimension, MLPs split over the other).
+across them) and FSDP2 x TP (blocks sharded over one dimension, MLPs split over the other). And a sharded
+checkpoint: torch.distributed.checkpoint saves a trained model and loads it into a fresh one, bit for bit.
 """
 
+import shutil
+import tempfile
+
 import torch
+import torch.distributed.checkpoint as dcp
 import torch.nn as nn
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                     set_model_state_dict)
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
@@ -148,7 +155,37 @@ def main():
         compare(job, "FSDP2 x TP", tensor_parallel(weft_mesh["tp"], weft_mesh["dp"]),
                 tensor_parallel(gloo_mesh["tp"], gloo_mesh["dp"]), batch_seed=weft_mesh.get_local_rank("dp"))
 
+    def checkpoint(job):
+        # torch.distributed.checkpoint: each rank writes its shards, the planner agrees through the group's
+        # object collectives and a fresh sharded model loads them back; the full state dict is all-gathered.
+        torch.manual_seed(4321)
+        model = Transformer()
+        fsdp(weft_1d)(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        tokens = torch.randint(0, VOCAB, (4, SEQ), generator=torch.Generator().manual_seed(job.rank))
+        model(tokens).sum().backward()
+        opt.step()
+        where = [tempfile.mkdtemp(prefix="weft-dcp-") if job.rank == 0 else None]
+        torch.distributed.broadcast_object_list(where, src=0)
+        try:
+            dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=where[0])
+            torch.manual_seed(99)
+            fresh = Transformer()
+            fsdp(weft_1d)(fresh)
+            state = {"model": get_model_state_dict(fresh)}
+            dcp.load(state, checkpoint_id=where[0])
+            set_model_state_dict(fresh, state["model"])
+        finally:
+            torch.distributed.barrier()
+            if job.rank == 0:
+                shutil.rmtree(where[0], ignore_errors=True)
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+        for (name, p), (_, q) in zip(model.named_parameters(), fresh.named_parameters()):
+            job.check(torch.equal(p.to_local(), q.to_local()), "DCP: %s differs after save and load" % name)
+            job.check(torch.equal(full[name], p.full_tensor()), "DCP: the full state dict's %s differs" % name)
+
     job.run("FSDP2", fsdp2)
+    job.run("FSDP2 checkpoint", checkpoint)
     job.run("FSDP2 mixed precision", mixed_precision)
     if (4 * DIM) % job.world == 0:  # the MLP's hidden width split evenly
         job.run("TP", tp)
