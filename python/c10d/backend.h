@@ -19,8 +19,10 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -33,6 +35,14 @@
 namespace weft_c10d {
 
 class WeftBackend;
+
+// A group's options: torch's (the name "weft", the timeout, the group's name
+// and ranks), as a type of weft's own so that Python can copy them
+// (split_group deep-copies the parent's; torch's base Options cannot be).
+struct WeftOptions : c10d::Backend::Options {
+  explicit WeftOptions(std::chrono::milliseconds timeout) : Options("weft", timeout) {}
+  c10::intrusive_ptr<WeftOptions> Copy() const;
+};
 
 // One collective, or the collectives of one coalesced group.
 class WeftWork : public c10d::Work {
@@ -142,6 +152,13 @@ class WeftBackend : public c10d::Backend {
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override;
 
+  // Subgroups made by splitting this group (split.cc): dist.split_group, and
+  // DeviceMesh and new_group where init_process_group bound a device.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }
   void abort() override;     // local; waiting and later collectives fail
@@ -187,6 +204,13 @@ class WeftBackend : public c10d::Backend {
   // startCoalescing .. endCoalescing: one Work for every collective between.
   bool coalescing_ = false;
   c10::intrusive_ptr<WeftWork> group_;
+  // Splits (split.cc): how many children each set of ranks has had, and the
+  // last child with the store torch gave it, for torch asking again for the
+  // same group on this backend's other device.
+  std::mutex split_mu_;
+  std::map<std::vector<int>, int> splits_;
+  c10::intrusive_ptr<c10d::Store> split_store_;
+  c10::weak_intrusive_ptr<c10d::Backend> split_child_{c10::intrusive_ptr<c10d::Backend>()};
 };
 
 }  // namespace weft_c10d

@@ -45,6 +45,8 @@ class CommCache {
   int cuda_device() const { return cuda_device_; }
 
   int timeout_ms() const { return timeout_ms_; }
+  // The group's store (its prefix torch's): where a split makes its children meet.
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   void Abort();    // any thread: every waiting and later collective fails
   void Destroy();  // frees both communicators; later calls fail
 

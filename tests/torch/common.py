@@ -30,8 +30,8 @@ def same_bits(a, b):
 
 
 class Job:
-    def __init__(self, timeout_s=120):
-        dist.init_process_group("weft", timeout=datetime.timedelta(seconds=timeout_s))
+    def __init__(self, timeout_s=120, device_id=None):
+        dist.init_process_group("weft", timeout=datetime.timedelta(seconds=timeout_s), device_id=device_id)
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
         self.gloo = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=120))

@@ -13,6 +13,7 @@ all-to-all (even, uneven, lists), send/recv and batch_isend_irecv over a few dty
 only moves (uint16..64, complex, float8) are test_dtypes.py's.
 """
 
+import datetime
 import os
 import sys
 import zlib
@@ -477,6 +478,52 @@ def test_subgroups(job):
         dist.barrier(group=g)
 
 
+def test_split_group(job):
+    """dist.split_group, and new_group, where the default group has a bound device: torch then splits through the
+    backend (WeftBackend.split), once per device type of the group's, and asks the ranks outside a new group to
+    take part (perform_nocolor_split). init_process_group(device_id=cuda:N) binds one; without a GPU the bound
+    device is set by hand (what that call sets), and only CPU tensors move. test_cuda.py does it for real."""
+    w = job.world
+    world = dist.distributed_c10d._get_default_group()
+    backend = world._get_backend(torch.device("cpu"))
+    job.check(backend.supports_splitting, "the weft backend says it supports splitting")
+    job.check(backend.options._timeout == datetime.timedelta(seconds=120), "the backend's options hold its timeout")
+    halves = [list(range(0, w, 2)), list(range(1, w, 2))]
+    gloo_halves = [dist.new_group(ranks, backend="gloo") for ranks in halves]
+    world.bound_device_id = torch.device("cuda", 0)
+    try:
+        # The ranks between take part in torch's split without a group. Past this (at 3 ranks or more), torch
+        # names the splits' stores differently on different members: the members must meet elsewhere.
+        pair = dist.new_group([0, w - 1])
+        split = dist.split_group(split_ranks=halves)
+        whole = dist.split_group(split_ranks=[list(range(w))])
+    finally:
+        world.bound_device_id = None
+    mine = job.rank % 2
+    for what, g, gg, ranks in (("split half", split, gloo_halves[mine], halves[mine]),
+                               ("split whole", whole, job.gloo, list(range(w)))):
+        job.check(dist.get_backend(g) == "weft", "%s is weft's, not %s's" % (what, dist.get_backend(g)))
+        job.check(dist.get_process_group_ranks(g) == ranks and g.size() == len(ranks)
+                  and g.rank() == ranks.index(job.rank), "%s: ranks %s, size %d, rank %d"
+                  % (what, dist.get_process_group_ranks(g), g.size(), g.rank()))
+        x = inputs(job, torch.int64, 1001, "sum", ("split", what))
+        want, got = x.clone(), x.clone()
+        dist.all_reduce(want, group=gg)
+        dist.all_reduce(got, group=g)
+        job.check(same_bits(got, want), "%s all_reduce" % what)
+        out, ref = poison(torch.int64, 1001 * len(ranks)), poison(torch.int64, 1001 * len(ranks))
+        dist.all_gather_into_tensor(out, x, group=g)
+        dist.all_gather_into_tensor(ref, x, group=gg)
+        job.check(same_bits(out, ref), "%s all_gather_into_tensor" % what)
+    if job.rank in (0, w - 1):
+        x = torch.full((7,), float(job.rank + 1))
+        dist.all_reduce(x, group=pair)
+        job.check(bool((x == 1 + w).all().item()), "new_group under a bound device all_reduce")
+    job.expect_raises(lambda: world.split_group([0, w]), (RuntimeError,), ["split", "ranks holds %d" % w],
+                      "split with a rank outside the group")
+    job.check_still_works("after split groups")
+
+
 ROOTED_DTYPES = [torch.float32, torch.bfloat16, torch.int8, torch.int16, torch.int64, torch.bool]
 
 
@@ -633,6 +680,7 @@ def main():
                ("barrier and objects", test_barrier_and_objects),
                ("rooted", test_rooted), ("all_to_all", test_all_to_all), ("send/recv", test_send_recv),
                ("batch_isend_irecv", test_batch_isend_irecv), ("subgroups", test_subgroups),
+               ("split_group", test_split_group),
                ("refusals", test_refusals)])
 
 

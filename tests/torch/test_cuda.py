@@ -6,7 +6,8 @@ Every collective on CUDA tensors against the same collective on the same values 
 communicator), bit for bit, in every dtype (int16 reduced widened to int32 on NCCL; the dtypes weft only moves, as
 bytes; complex averages as float pairs); stream order (the collective reads what the current stream wrote, wait()
 orders the current stream after it); a tensor on the wrong device, a tag and a receive from any source are
-refused. Exits 77 (skipped) without a usable device.
+refused. The group is made as NCCL users make theirs, with its device bound (init_process_group(device_id=...)),
+so DeviceMesh and split_group make their groups by splitting it. Exits 77 (skipped) without a usable device.
 """
 
 import os
@@ -14,6 +15,8 @@ import sys
 
 import torch
 import torch.distributed as dist
+
+from torch.distributed.device_mesh import init_device_mesh
 
 from common import Job, same_bits, skip_without_cuda
 from test_collectives import COUNTS, DTYPES, OPS, inputs, poison, valid, weft_op
@@ -96,6 +99,24 @@ def test_refusals(job):
                       ["any source", "NCCL"], "cuda recv from any source")
 
 
+def test_split(job):
+    """With a bound device, dist.split_group splits the group (WeftBackend.split): its group is weft's, bound to
+    the device, and runs CUDA collectives. DeviceMesh on cuda splits the same way for a dimension smaller than the
+    world (several GPUs); at one rank it takes the world group, which must serve it as well."""
+    dev = torch.device("cuda", torch.cuda.current_device())
+    mesh = init_device_mesh("cuda", (job.world,), mesh_dim_names=("dp",))
+    split = dist.split_group(split_ranks=[list(range(job.world))])
+    for what, g in (("DeviceMesh", mesh.get_group("dp")), ("split_group", split)):
+        job.check(dist.get_backend(g) == "weft", "%s's group is %s's" % (what, dist.get_backend(g)))
+        job.check(g.bound_device_id == dev, "%s's group is bound to %s" % (what, g.bound_device_id))
+        x = inputs(job, torch.float32, 1000, "sum", ("cuda split", what))
+        want = x.clone()
+        dist.all_reduce(want)
+        got = x.to(dev)
+        dist.all_reduce(got, group=g)
+        job.check(same_bits(got.cpu(), want), "%s all_reduce on cuda" % what)
+
+
 def main():
     if "RANK" not in os.environ:
         # Started by meson: skip (77) here without a device, else become a one-rank torchrun job (a torchrun
@@ -103,12 +124,14 @@ def main():
         skip_without_cuda("CUDA tensors over weft")
         os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
                                   "1", os.path.abspath(__file__)])
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    job = Job()
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    job = Job(device_id=torch.device("cuda", local))
     job.run("cuda ops", test_ops)
     job.run("cuda moved dtypes", test_moved)
     job.run("cuda stream order", test_stream_order)
     job.run("cuda refusals", test_refusals)
+    job.run("cuda split groups", test_split)
     job.finish()
 
 

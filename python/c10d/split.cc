@@ -1,0 +1,73 @@
+// WeftBackend::split: a subgroup of a group, for torch's split_group.
+//
+// torch splits a group (ProcessGroup::splitGroup) where init_process_group
+// was given a device_id: dist.split_group, and DeviceMesh's dimensions on
+// CUDA. NCCL needs every rank of the parent for ncclCommSplit; a weft
+// communicator is made through a store by its members alone, so a split is a
+// new group of the members, and a rank outside it has nothing to do
+// (perform_nocolor_split, module.cc, is a no-op for that reason).
+//
+// The members meet under a key of their own in the parent's store, not in
+// the store torch hands the split: torch names that store after a hash of the
+// ranks and of how many groups the calling rank belongs to, which differs
+// between members once a new_group has left some of them out, and members
+// meeting there would wait for each other forever. Every member of a split
+// has taken part in every earlier split into the same ranks, so "the ranks,
+// and how many children they have had" is the same on all of them.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "backend.h"
+
+namespace weft_c10d {
+
+c10::intrusive_ptr<WeftOptions> WeftOptions::Copy() const {
+  auto copy = c10::make_intrusive<WeftOptions>(timeout);
+  copy->group_name = group_name;
+  copy->group_desc = group_desc;
+  copy->global_ranks_in_group = global_ranks_in_group;
+  return copy;
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> WeftBackend::getBackendOptions() {
+  auto opts = c10::make_intrusive<WeftOptions>(std::chrono::milliseconds(comms_.timeout_ms()));
+  opts->group_name = getGroupUid();
+  opts->group_desc = getGroupDesc();
+  return opts;
+}
+
+c10::intrusive_ptr<c10d::Backend> WeftBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                     const std::vector<int>& ranks,
+                                                     const c10::intrusive_ptr<Options>& opts) {
+  std::vector<bool> seen(static_cast<size_t>(getSize()), false);
+  for (int r : ranks) {
+    TORCH_CHECK(r >= 0 && r < getSize(), "weft: split on rank ", getRank(), ": ranks holds ", r,
+                ", outside this group of ", getSize());
+    TORCH_CHECK(!seen[static_cast<size_t>(r)], "weft: split on rank ", getRank(), ": ranks holds ", r, " twice");
+    seen[static_cast<size_t>(r)] = true;
+  }
+  const auto at = std::find(ranks.begin(), ranks.end(), getRank());
+  if (at == ranks.end()) return {};  // not a member: torch expects no backend
+  std::lock_guard<std::mutex> lock(split_mu_);
+  // torch 2.11's splitGroup asks each device type's backend in turn, and
+  // this one backend serves both cpu and cuda: the second ask, with the same
+  // store, gets the first's child. (The store is held, so no later split's
+  // can take its address.)
+  if (auto child = split_child_.lock(); child && split_store_.get() == store.get()) return child;
+  std::string key = "weft/split/";
+  for (size_t i = 0; i < ranks.size(); ++i) key += (i ? "," : "") + std::to_string(ranks[i]);
+  key += "/" + std::to_string(splits_[ranks]++) + "/";
+  const auto timeout = opts ? opts->timeout : std::chrono::milliseconds(comms_.timeout_ms());
+  c10::intrusive_ptr<c10d::Backend> child = c10::make_intrusive<WeftBackend>(
+      c10::make_intrusive<c10d::PrefixStore>(key, comms_.store()), static_cast<int>(at - ranks.begin()),
+      static_cast<int>(ranks.size()), timeout);
+  split_store_ = store;
+  split_child_ = c10::weak_intrusive_ptr<c10d::Backend>(child);
+  return child;
+}
+
+}  // namespace weft_c10d
