@@ -64,6 +64,24 @@ CommCache::CommCache(c10::intrusive_ptr<c10d::Store> store, int rank, int size, 
 
 CommCache::~CommCache() { Destroy(); }
 
+// torch gives a group the same store prefix each time the job makes it
+// again (after destroy_process_group, init_process_group names its groups
+// as it did the first time, so that a recovering job's ranks agree), and the
+// keys of the communicators made there before are still in the store: a
+// rank reading one would join a communicator that is gone. So every making
+// counts itself in the store, every rank of it once, and makes its keys
+// under its own number. The count is kept per group size, so a group made
+// again with another size cannot shift it.
+std::string CommCache::Generation(const char* what) {
+  int64_t made = 0;
+  try {
+    made = store_->add(std::string("weft/made/") + what + "/" + std::to_string(size_), 1);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "weft: rank ", rank_, ": making the ", what, " communicator: the store failed: ", e.what());
+  }
+  return std::to_string((made - 1) / size_);
+}
+
 weftComm_t CommCache::Make(const char* what, weftMemoryKind_t memory, int device) {
   weftConfig_t cfg = WEFT_CONFIG_INITIALIZER;
   cfg.memory = memory;
@@ -85,8 +103,9 @@ weftComm_t CommCache::Make(const char* what, weftMemoryKind_t memory, int device
   ws.get = StoreGet;
   weftComm_t comm = nullptr;
   // The store is already this group's; the prefix tells its host and CUDA
-  // communicators apart.
-  weftResult_t r = weftCommInitStore(&comm, size_, rank_, &ws, what, &cfg);
+  // communicators apart, and this making of one from an earlier one's.
+  const std::string prefix = std::string(what) + "/" + Generation(what);
+  weftResult_t r = weftCommInitStore(&comm, size_, rank_, &ws, prefix.c_str(), &cfg);
   TORCH_CHECK(r == weftSuccess, WeftError(memory == weftMemoryHost ? "init (host communicator)"
                                                                    : "init (CUDA communicator)", rank_, r));
   return comm;

@@ -52,6 +52,7 @@ class CommCache {
 
  private:
   weftComm_t Make(const char* what, weftMemoryKind_t memory, int device);
+  std::string Generation(const char* what);  // which making of `what` in this store this is
 
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_;
