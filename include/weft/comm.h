@@ -153,8 +153,11 @@ typedef struct {
 /* weftCommInitRank, with the unique id moved through `store`: rank 0 makes it
  * and sets it under "<prefix>/weft/unique_id"; the other ranks get it (waiting
  * up to the bootstrap timeout). `prefix` (NULL: "") must be unique to this
- * communicator within the store, as torch's PrefixStore makes it for each
- * process group. Collective; blocking.
+ * communicator within the store: a key an earlier communicator left under
+ * the same prefix would be read as this one's. torch's PrefixStore gives each
+ * process group its own, but the same one again when a job makes its groups
+ * again after destroying them; weft's torch backend adds to it how many times
+ * the group was made. Collective; blocking.
  *
  * Under an MPI launcher (mpirun, mpiexec, srun --mpi), host memory runs on MPI
  * as weftCommInitWorld's does there: with config backend auto (and more than

@@ -11,7 +11,8 @@
 // the store torch hands the split: torch names that store after a hash of the
 // ranks and of how many groups the calling rank belongs to, which differs
 // between members once a new_group has left some of them out, and members
-// meeting there would wait for each other forever. Every member of a split
+// meeting there would wait for each other until the split's timeout (torch's
+// default: 30 minutes). Every member of a split
 // has taken part in every earlier split into the same ranks, so "the ranks,
 // and how many children they have had" is the same on all of them.
 #include <algorithm>
