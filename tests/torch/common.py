@@ -10,6 +10,7 @@ Run by meson under `.venv/bin/torchrun --standalone --nproc_per_node N`; WEFT_SO
 bootstrap on loopback.
 """
 
+import contextlib
 import datetime
 import os
 import sys
@@ -20,6 +21,19 @@ import torch
 import torch.distributed as dist
 
 import weft.torch  # noqa: F401  registers "weft"
+
+
+@contextlib.contextmanager
+def bound_device():
+    """The default group with a device bound while inside, as init_process_group(device_id=cuda:N) binds one: torch
+    then makes split_group's groups, and new_group's on the ranks left out, by splitting. Without a GPU, only the
+    binding is set (nothing else of torch's looks at the device), and only CPU tensors can move."""
+    world = dist.distributed_c10d._get_default_group()
+    world.bound_device_id = torch.device("cuda", 0)
+    try:
+        yield world
+    finally:
+        world.bound_device_id = None
 
 
 def same_bits(a, b):

@@ -21,7 +21,7 @@ import zlib
 import torch
 import torch.distributed as dist
 
-from common import run_tests, same_bits
+from common import bound_device, run_tests, same_bits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from threads import stream_threads  # noqa: E402
@@ -481,8 +481,8 @@ def test_subgroups(job):
 def test_split_group(job):
     """dist.split_group, and new_group, where the default group has a bound device: torch then splits through the
     backend (WeftBackend.split), once per device type of the group's, and asks the ranks outside a new group to
-    take part (perform_nocolor_split). init_process_group(device_id=cuda:N) binds one; without a GPU the bound
-    device is set by hand (what that call sets), and only CPU tensors move. test_cuda.py does it for real."""
+    take part (perform_nocolor_split). init_process_group(device_id=cuda:N) binds one; here common.bound_device
+    does. test_cuda.py does it for real."""
     w = job.world
     world = dist.distributed_c10d._get_default_group()
     backend = world._get_backend(torch.device("cpu"))
@@ -490,15 +490,12 @@ def test_split_group(job):
     job.check(backend.options._timeout == datetime.timedelta(seconds=120), "the backend's options hold its timeout")
     halves = [list(range(0, w, 2)), list(range(1, w, 2))]
     gloo_halves = [dist.new_group(ranks, backend="gloo") for ranks in halves]
-    world.bound_device_id = torch.device("cuda", 0)
-    try:
+    with bound_device():
         # The ranks between take part in torch's split without a group. Past this (at 3 ranks or more), torch
         # names the splits' stores differently on different members: the members must meet elsewhere.
         pair = dist.new_group([0, w - 1])
         split = dist.split_group(split_ranks=halves)
         whole = dist.split_group(split_ranks=[list(range(w))])
-    finally:
-        world.bound_device_id = None
     mine = job.rank % 2
     for what, g, gg, ranks in (("split half", split, gloo_halves[mine], halves[mine]),
                                ("split whole", whole, job.gloo, list(range(w)))):

@@ -16,7 +16,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-import weft.torch  # noqa: F401  registers "weft"
+from common import bound_device  # also registers "weft"
 
 ROUNDS = 3
 
@@ -39,13 +39,8 @@ def one_round(n, failures):
         dist.all_reduce(y, group=ends)
         check(bool((y == world - 1 + 2 * n).all()), "round %d: all_reduce on ranks 0 and %d" % (n, world - 1),
               failures)
-    # A bound device makes torch split (set by hand: what init_process_group(device_id=...) sets, without a GPU).
-    default = dist.distributed_c10d._get_default_group()
-    default.bound_device_id = torch.device("cuda", 0)
-    try:
+    with bound_device():  # torch splits
         split = dist.split_group(split_ranks=[list(range(world))])
-    finally:
-        default.bound_device_id = None
     z = torch.full((3,), float(rank))
     dist.all_reduce(z, group=split)
     check(bool((z == world * (world - 1) / 2).all()), "round %d: all_reduce on the split" % n, failures)
