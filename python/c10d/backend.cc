@@ -296,6 +296,11 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::broadcast(std::vector<at::Tensor>& t
   return op.Issue(tensors, opts.asyncOp);
 }
 
+// The list form. Blocks may differ in size from rank to rank, as torch's NCCL
+// backend allows (every rank passes the same list of sizes, and its input is
+// its own block's size): they then travel as one even all-gather of blocks
+// as large as the largest, each rank's padded, rather than one broadcast per
+// rank, which would pay the group's latency once per rank.
 c10::intrusive_ptr<c10d::Work> WeftBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                       std::vector<at::Tensor>& inputs,
                                                       const c10d::AllgatherOptions& opts) {
@@ -303,21 +308,31 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allgather(std::vector<std::vector<at
   TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), "weft: all_gather: "
                     "the output list must hold one tensor per rank of the group (", getSize(), ")");
   Op op(*this, "all_gather", c10d::OpType::ALLGATHER, input);
-  for (const auto& o : outputs[0]) {
-    TORCH_CHECK_VALUE(o.numel() == input.numel() && o.scalar_type() == input.scalar_type(), "weft: all_gather: "
-                      "an output of ", o.numel(), " ", o.scalar_type(), " for an input of ", input.numel(), " ",
-                      input.scalar_type());
-    op.Keep(o);
-  }
-  // weft gathers into one buffer; the list's tensors are filled from it.
-  at::Tensor flat = at::empty({input.numel() * getSize()}, input.options().memory_format(at::MemoryFormat::Contiguous));
-  AddAllGather(op, flat, input);
   std::vector<at::Tensor> list = outputs[0];
   const int64_t n = input.numel();
-  op.Post([list, flat, n]() mutable {
-    for (size_t i = 0; i < list.size(); ++i) list[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(list[i].sizes()));
+  int64_t most = 0;
+  for (const auto& o : list) {
+    TORCH_CHECK_VALUE(o.scalar_type() == input.scalar_type(), "weft: all_gather: an output of ", o.scalar_type(),
+                      " for an input of ", input.scalar_type());
+    op.Keep(o);
+    most = std::max(most, o.numel());
+  }
+  TORCH_CHECK_VALUE(list[getRank()].numel() == n, "weft: all_gather: rank ", getRank(), "'s output holds ",
+                    list[getRank()].numel(), " elements for its input of ", n);
+  at::Tensor block = input;
+  if (most != n) {
+    block = at::empty({most}, input.options().memory_format(at::MemoryFormat::Contiguous));
+    block.narrow(0, 0, n).copy_(input.reshape({-1}));
+  }
+  // weft gathers into one buffer; the list's tensors are filled from it.
+  at::Tensor flat = at::empty({most * getSize()}, input.options().memory_format(at::MemoryFormat::Contiguous));
+  AddAllGather(op, flat, block);
+  op.Post([list, flat, most]() mutable {
+    for (size_t i = 0; i < list.size(); ++i) {
+      list[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * most, list[i].numel()).view(list[i].sizes()));
+    }
   });
-  return op.Issue(outputs[0], opts.asyncOp);
+  return op.Issue(list, opts.asyncOp);
 }
 
 // torch's all_gather_coalesced: outputs[r][i] gets rank r's inputs[i]. The
@@ -383,6 +398,9 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allgather_into_tensor_coalesced(std:
   return op.Issue(outputs, opts.asyncOp);
 }
 
+// The list form. As all_gather's list, blocks may differ in size from rank to
+// rank (this rank's output is its own block's size): they are then reduced as
+// one even reduce-scatter of blocks as large as the largest, zero-padded.
 c10::intrusive_ptr<c10d::Work> WeftBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                            std::vector<std::vector<at::Tensor>>& inputs,
                                                            const c10d::ReduceScatterOptions& opts) {
@@ -390,18 +408,37 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::reduce_scatter(std::vector<at::Tenso
   TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), "weft: reduce_scatter: "
                     "the input list must hold one tensor per rank of the group (", getSize(), ")");
   Op op(*this, "reduce_scatter", c10d::OpType::REDUCE_SCATTER, output);
-  std::vector<at::Tensor> flat_parts;
-  for (const auto& t : inputs[0]) {
-    TORCH_CHECK_VALUE(t.numel() == output.numel() && t.scalar_type() == output.scalar_type(), "weft: "
-                      "reduce_scatter: an input of ", t.numel(), " ", t.scalar_type(), " for an output of ",
-                      output.numel(), " ", output.scalar_type());
+  const std::vector<at::Tensor>& list = inputs[0];
+  int64_t most = 0;
+  bool even = true;
+  for (const auto& t : list) {
+    even = even && t.numel() == output.numel();
+    TORCH_CHECK_VALUE(t.scalar_type() == output.scalar_type(), "weft: reduce_scatter: an input of ",
+                      t.scalar_type(), " for an output of ", output.scalar_type());
     TORCH_CHECK_VALUE(t.device() == output.device(), "weft: reduce_scatter: an input on ", t.device(),
                       " for an output on ", output.device());
-    flat_parts.push_back(t.reshape({-1}));
+    most = std::max(most, t.numel());
   }
+  TORCH_CHECK_VALUE(list[getRank()].numel() == output.numel(), "weft: reduce_scatter: rank ", getRank(),
+                    "'s input block holds ", list[getRank()].numel(), " elements for its output of ", output.numel());
   // weft reduces one buffer of every rank's block; the list is packed into it.
-  at::Tensor flat = at::cat(flat_parts);
-  AddReduceScatter(op, output, flat, opts.reduceOp);
+  at::Tensor flat;
+  at::Tensor block = output;
+  if (even) {
+    std::vector<at::Tensor> parts;
+    for (const auto& t : list) parts.push_back(t.reshape({-1}));
+    flat = at::cat(parts);
+  } else {
+    flat = at::zeros({most * getSize()}, output.options().memory_format(at::MemoryFormat::Contiguous));
+    for (size_t r = 0; r < list.size(); ++r) {
+      flat.narrow(0, static_cast<int64_t>(r) * most, list[r].numel()).copy_(list[r].reshape({-1}));
+    }
+    block = at::empty({most}, flat.options());
+    op.Keep(output);
+    at::Tensor out = output;
+    op.Post([out, block]() mutable { out.copy_(block.narrow(0, 0, out.numel()).view(out.sizes())); });
+  }
+  AddReduceScatter(op, block, flat, opts.reduceOp);
   return op.Issue(outputs, opts.asyncOp);
 }
 

@@ -9,8 +9,9 @@ is gloo's SUM with torch's division or scaling, done as weft defines it (see inc
 at all, so int16 references are gloo's on the same values as int32 (every value these tests make fits int16, so the
 int32 result narrows exactly). Each dtype x op x count runs in place; out-of-place, non-contiguous, asynchronous and
 coalesced forms are covered as well (all_gather_coalesced and sparse all-reduces too), and reduce, gather, scatter,
-all-to-all (even, uneven, lists), send/recv and batch_isend_irecv over a few dtypes and every root. The dtypes weft
-only moves (uint16..64, complex, float8) are test_dtypes.py's.
+all-to-all (even, uneven, lists), send/recv and batch_isend_irecv over a few dtypes and every root, and all_gather and
+reduce_scatter lists whose blocks differ in size per rank. The dtypes weft only moves (uint16..64, complex, float8)
+are test_dtypes.py's.
 """
 
 import datetime
@@ -293,6 +294,41 @@ def test_reduce_scatter(job):
             dist.reduce_scatter_tensor(o, b, op=dist.ReduceOp.AVG)
     cm.wait()
     job.check(all(same_bits(o, w) for o, w in zip(outs, wants)), "reduce_scatter_tensor_coalesced avg")
+
+
+def test_uneven(job):
+    """all_gather and reduce_scatter of lists whose blocks differ in size from rank to rank, as torch's NCCL backend
+    takes them (gloo refuses them): a rank with no elements, one past any eager threshold, a 2-d block and a
+    non-contiguous one, asynchronous too. all_gather's reference is every rank's input, made here; reduce_scatter's
+    is gloo's all-reduce of the whole list. A list whose own block does not match the rank's tensor is refused."""
+    w = job.world
+    sizes = [[91, 0, 2 ** 18 + 3, 455][q % 4] + q for q in range(w)]
+    sizes[1] = 0
+    shape = [(s // 2, 2) if s % 2 == 0 and s else (s,) for s in sizes]
+    for dtype in [torch.float32, torch.bfloat16, torch.int8, torch.int64, torch.bool]:
+        case = ("uneven all_gather", str(dtype))
+        x = inputs(job, dtype, sizes[job.rank], "sum", case).reshape(shape[job.rank])
+        want = [inputs(job, dtype, sizes[q], "sum", case, rank=q).reshape(shape[q]) for q in range(w)]
+        got = [poison(dtype, sizes[q]).reshape(shape[q]) for q in range(w)]
+        got[0] = poison(dtype, 2 * sizes[0])[::2]
+        dist.all_gather(got, x, async_op=True).wait()
+        job.check(all(same_bits(g.contiguous(), v) for g, v in zip(got, want)), "uneven all_gather %s" % dtype)
+        for op in OPS:
+            if not valid(dtype, op):
+                continue
+            blocks = [inputs(job, dtype, sizes[r], op, ("uneven reduce_scatter", str(dtype), op, r)) for r in range(w)]
+            at = sum(sizes[:job.rank])
+            want = ref_all_reduce(job, torch.cat(blocks), op)[at:at + sizes[job.rank]]
+            out = poison(dtype, sizes[job.rank])
+            dist.reduce_scatter(out, blocks, op=weft_op(op))
+            job.check(same_bits(out, want), "uneven reduce_scatter %s %s" % (dtype, op))
+    mine = sizes[job.rank] + 1
+    job.expect_raises(lambda: dist.all_gather([torch.zeros(s) for s in sizes], torch.zeros(mine)), (ValueError,),
+                      ["all_gather", "rank %d's output" % job.rank, str(mine)], "all_gather of a block not its own")
+    job.expect_raises(lambda: dist.reduce_scatter(torch.zeros(mine), [torch.zeros(s) for s in sizes]), (ValueError,),
+                      ["reduce_scatter", "rank %d's input block" % job.rank, str(mine)],
+                      "reduce_scatter into a block not its own")
+    job.check_still_works("after uneven lists")
 
 
 def test_async_returns_early(job):
@@ -670,7 +706,8 @@ def test_refusals(job):
 def main():
     run_tests([("all_reduce", test_all_reduce), ("all_reduce forms", test_all_reduce_forms),
                ("broadcast", test_broadcast), ("all_gather", test_all_gather),
-               ("reduce_scatter", test_reduce_scatter), ("async", test_async_returns_early),
+               ("reduce_scatter", test_reduce_scatter),
+               ("uneven lists", test_uneven), ("async", test_async_returns_early),
                ("blocking calls run here", test_blocking_runs_here),
                ("streams follow the issuer", test_streams_follow_issuer),
                ("freed on the issuing thread", test_freed_on_issuing_thread),
