@@ -158,6 +158,15 @@ class WeftBackend : public c10d::Backend {
   c10::intrusive_ptr<Options> getBackendOptions() override;
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+  // The group without `ranks_to_exclude` (split.cc), for dist.shrink_group:
+  // made by the remaining ranks alone, so the excluded may be dead. flags:
+  // torch's SHRINK_DEFAULT, or SHRINK_ABORT to fail this group's work in
+  // flight first.
+  static constexpr int kShrinkDefault = 0;
+  static constexpr int kShrinkAbort = 1;
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+                                           const c10::intrusive_ptr<Options>& opts_override) override;
 
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }
@@ -181,6 +190,11 @@ class WeftBackend : public c10d::Backend {
   // all_reduce of a sparse COO tensor (sparse.cc): SUM on cpu, blocking.
   c10::intrusive_ptr<c10d::Work> SparseAllReduce(at::Tensor& t, const c10d::ReduceOp& rop);
   weftResult_t EndGroup(WeftWork& work);
+  // A new group of `ranks` (this group's numbering, this rank among them),
+  // met in this group's store under `why`, the ranks and how many such
+  // children came before. Under split_mu_.
+  c10::intrusive_ptr<c10d::Backend> Child(const char* why, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts);
   void AbandonGroup();
 
   CommCache comms_;
@@ -204,11 +218,12 @@ class WeftBackend : public c10d::Backend {
   // startCoalescing .. endCoalescing: one Work for every collective between.
   bool coalescing_ = false;
   c10::intrusive_ptr<WeftWork> group_;
-  // Splits (split.cc): how many children each set of ranks has had, and the
-  // last child with the store torch gave it, for torch asking again for the
-  // same group on this backend's other device.
+  // Splits and shrinks (split.cc): how many children of each kind each set
+  // of ranks has had, and the last split's child with the store torch gave
+  // it, for torch asking again for the same group on this backend's other
+  // device.
   std::mutex split_mu_;
-  std::map<std::vector<int>, int> splits_;
+  std::map<std::pair<std::string, std::vector<int>>, int> splits_;
   c10::intrusive_ptr<c10d::Store> split_store_;
   c10::weak_intrusive_ptr<c10d::Backend> split_child_{c10::intrusive_ptr<c10d::Backend>()};
 };

@@ -1,4 +1,5 @@
-// WeftBackend::split: a subgroup of a group, for torch's split_group.
+// WeftBackend::split and ::shrink: a subgroup of a group, for torch's
+// split_group, and the group without some of its ranks, for shrink_group.
 //
 // torch splits a group (ProcessGroup::splitGroup) where init_process_group
 // was given a device_id: dist.split_group, and DeviceMesh's dimensions on
@@ -15,6 +16,11 @@
 // default: 30 minutes). Every member of a split
 // has taken part in every earlier split into the same ranks, so "the ranks,
 // and how many children they have had" is the same on all of them.
+//
+// shrink_group (torch 2.11) is how a job goes on after some of its ranks
+// failed: the others make the group again without them. That is a split into
+// the remaining ranks that the excluded ranks, dead or alive, never see; it
+// meets under a key of its own (a shrink is never the same call as a split).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -59,16 +65,55 @@ c10::intrusive_ptr<c10d::Backend> WeftBackend::split(const c10::intrusive_ptr<c1
   // store, gets the first's child. (The store is held, so no later split's
   // can take its address.)
   if (auto child = split_child_.lock(); child && split_store_.get() == store.get()) return child;
-  std::string key = "weft/split/";
-  for (size_t i = 0; i < ranks.size(); ++i) key += (i ? "," : "") + std::to_string(ranks[i]);
-  key += "/" + std::to_string(splits_[ranks]++) + "/";
-  const auto timeout = opts ? opts->timeout : std::chrono::milliseconds(comms_.timeout_ms());
-  c10::intrusive_ptr<c10d::Backend> child = c10::make_intrusive<WeftBackend>(
-      c10::make_intrusive<c10d::PrefixStore>(key, comms_.store()), static_cast<int>(at - ranks.begin()),
-      static_cast<int>(ranks.size()), timeout);
+  c10::intrusive_ptr<c10d::Backend> child = Child("split", ranks, opts);
   split_store_ = store;
   split_child_ = c10::weak_intrusive_ptr<c10d::Backend>(child);
   return child;
+}
+
+c10::intrusive_ptr<c10d::Backend> WeftBackend::shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+                                                      const c10::intrusive_ptr<Options>& opts_override) {
+  TORCH_CHECK_VALUE(shrink_flags == kShrinkDefault || shrink_flags == kShrinkAbort, "weft: shrink on rank ",
+                    getRank(), ": shrink_flags ", shrink_flags, " (SHRINK_DEFAULT ", kShrinkDefault,
+                    " or SHRINK_ABORT ", kShrinkAbort, ")");
+  TORCH_CHECK_VALUE(!ranks_to_exclude.empty(), "weft: shrink on rank ", getRank(), ": no ranks to exclude");
+  std::vector<bool> out(static_cast<size_t>(getSize()), false);
+  for (int64_t r : ranks_to_exclude) {
+    TORCH_CHECK_VALUE(r >= 0 && r < getSize(), "weft: shrink on rank ", getRank(), ": ranks_to_exclude holds ", r,
+                      ", outside this group of ", getSize());
+    TORCH_CHECK_VALUE(!out[static_cast<size_t>(r)], "weft: shrink on rank ", getRank(), ": ranks_to_exclude holds ",
+                      r, " twice");
+    TORCH_CHECK_VALUE(r != getRank(), "weft: shrink on rank ", getRank(), ": ranks_to_exclude holds this rank; "
+                      "only the remaining ranks shrink the group");
+    out[static_cast<size_t>(r)] = true;
+  }
+  // The old group's work in flight fails now rather than at its timeout
+  // (it may wait on a rank that is gone).
+  if (shrink_flags == kShrinkAbort) abort();
+  std::vector<int> ranks;
+  for (int r = 0; r < getSize(); ++r) {
+    if (!out[static_cast<size_t>(r)]) ranks.push_back(r);
+  }
+  std::lock_guard<std::mutex> lock(split_mu_);
+  return Child("shrink", ranks, opts_override);
+}
+
+c10::intrusive_ptr<c10d::Backend> WeftBackend::Child(const char* why, const std::vector<int>& ranks,
+                                                     const c10::intrusive_ptr<Options>& opts) {
+  std::string key = "weft/";
+  key += why;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    key += i ? ',' : '/';
+    key += std::to_string(ranks[i]);
+  }
+  key += '/';
+  key += std::to_string(splits_[{why, ranks}]++);
+  key += '/';
+  const auto at = std::find(ranks.begin(), ranks.end(), getRank());
+  const auto timeout = opts ? opts->timeout : std::chrono::milliseconds(comms_.timeout_ms());
+  return c10::make_intrusive<WeftBackend>(c10::make_intrusive<c10d::PrefixStore>(key, comms_.store()),
+                                          static_cast<int>(at - ranks.begin()), static_cast<int>(ranks.size()),
+                                          timeout);
 }
 
 }  // namespace weft_c10d
