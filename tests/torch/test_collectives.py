@@ -299,7 +299,7 @@ def test_reduce_scatter(job):
 def test_uneven(job):
     """all_gather and reduce_scatter of lists whose blocks differ in size from rank to rank, as torch's NCCL backend
     takes them (gloo refuses them): a rank with no elements, one past any eager threshold, a 2-d block and a
-    non-contiguous one, asynchronous too. all_gather's reference is every rank's input, made here; reduce_scatter's
+    non-contiguous one, views of one tensor, asynchronous too. all_gather's reference is every rank's input, made here; reduce_scatter's
     is gloo's all-reduce of the whole list. A list whose own block does not match the rank's tensor is refused."""
     w = job.world
     sizes = [[91, 0, 2 ** 18 + 3, 455][q % 4] + q for q in range(w)]
@@ -313,6 +313,9 @@ def test_uneven(job):
         got[0] = poison(dtype, 2 * sizes[0])[::2]
         dist.all_gather(got, x, async_op=True).wait()
         job.check(all(same_bits(g.contiguous(), v) for g, v in zip(got, want)), "uneven all_gather %s" % dtype)
+        flat = poison(dtype, sum(sizes))  # into views of one tensor, as users of NCCL's all_gather_v write it
+        dist.all_gather(list(flat.split(sizes)), x.reshape(-1))
+        job.check(same_bits(flat, torch.cat([v.reshape(-1) for v in want])), "uneven all_gather into views %s" % dtype)
         for op in OPS:
             if not valid(dtype, op):
                 continue
