@@ -87,11 +87,15 @@ def main():
     else:
         dist.destroy_process_group(group)
 
+    # The last rank leaves once every other rank is past the barrier (told through torch's store, which torchrun's
+    # agent holds), so none of them is still in it when it goes.
+    store = dist.distributed_c10d._get_default_store()
+    dist.barrier()
     if rank == last:
-        dist.barrier()  # the others have done the above
+        store.wait(["past the barrier %d" % r for r in range(last)])
         sys.stdout.flush()
         os._exit(0)
-    dist.barrier()
+    store.set("past the barrier %d" % rank, "1")
     t0 = time.monotonic()
     expect_raises(lambda: dist.all_reduce(torch.ones(1000)), (RuntimeError,), ["all_reduce", "rank %d" % last, "dead"],
                   "all_reduce with rank %d gone" % last)
