@@ -261,6 +261,36 @@ void AddReduceScatter(Op& op, const at::Tensor& output, const at::Tensor& input,
   });
 }
 
+// Uneven lists (all_gather's, reduce_scatter's) need the same block sizes on
+// every rank. weft's own check of each call's count catches lists whose
+// largest blocks differ, but not lists that differ only below the largest:
+// a rank would read another's padding as data. On host tensors a 16-byte
+// all-reduce of a hash of the sizes goes first, and the Work fails, naming
+// this rank's sizes, where the ranks disagree. (On CUDA tensors the caller
+// must pass the same lists, as on NCCL: checking there would stall the host.)
+void CheckSameSizes(Op& op, const std::vector<at::Tensor>& list) {
+  if (op.cuda()) return;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a over the sizes
+  std::string sizes;
+  for (const auto& t : list) {
+    h = (h ^ static_cast<uint64_t>(t.numel())) * 1099511628211ull;
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(t.numel());
+  }
+  const int64_t mine = static_cast<int64_t>(h >> 2);  // so that -mine is one too
+  at::Tensor sig = at::tensor({mine, -mine}, at::kLong);
+  op.Keep(sig);
+  op.Call([sig](weftComm_t c, void* s) {
+    return weftAllReduce(sig.data_ptr(), sig.data_ptr(), 2, weftInt64, weftMax, c, s);
+  });
+  op.Post([sig, mine, sizes, name = op.name(), rank = op.rank()]() {
+    const int64_t* v = sig.data_ptr<int64_t>();
+    if (v[0] != mine || v[1] != -mine) {  // someone's hash is above or below this rank's
+      C10_THROW_ERROR(DistBackendError, "weft: " + std::string(name) + " on rank " + std::to_string(rank) +
+                      ": the ranks passed different lists of block sizes (this rank's: " + sizes + ")");
+    }
+  });
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -319,6 +349,8 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allgather(std::vector<std::vector<at
   }
   TORCH_CHECK_VALUE(list[getRank()].numel() == n, "weft: all_gather: rank ", getRank(), "'s output holds ",
                     list[getRank()].numel(), " elements for its input of ", n);
+  const bool even = std::all_of(list.begin(), list.end(), [n](const at::Tensor& o) { return o.numel() == n; });
+  if (!even) CheckSameSizes(op, list);
   at::Tensor block = input;
   if (most != n) {
     block = at::empty({most}, input.options().memory_format(at::MemoryFormat::Contiguous));
@@ -429,6 +461,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::reduce_scatter(std::vector<at::Tenso
     for (const auto& t : list) parts.push_back(t.reshape({-1}));
     flat = at::cat(parts);
   } else {
+    CheckSameSizes(op, list);
     flat = at::zeros({most * getSize()}, output.options().memory_format(at::MemoryFormat::Contiguous));
     for (size_t r = 0; r < list.size(); ++r) {
       flat.narrow(0, static_cast<int64_t>(r) * most, list[r].numel()).copy_(list[r].reshape({-1}));

@@ -103,6 +103,7 @@ class Op {
   c10::intrusive_ptr<c10d::Work> Issue(std::vector<at::Tensor> outputs, bool async_op = true);
 
   const char* name() const { return name_; }
+  bool cuda() const { return cuda_; }
   int rank() const { return b_.getRank(); }
   int size() const { return b_.getSize(); }
 

@@ -300,7 +300,8 @@ def test_uneven(job):
     """all_gather and reduce_scatter of lists whose blocks differ in size from rank to rank, as torch's NCCL backend
     takes them (gloo refuses them): a rank with no elements, one past any eager threshold, a 2-d block and a
     non-contiguous one, views of one tensor, asynchronous too. all_gather's reference is every rank's input, made here; reduce_scatter's
-    is gloo's all-reduce of the whole list. A list whose own block does not match the rank's tensor is refused."""
+    is gloo's all-reduce of the whole list. Ranks whose lists differ fail, and a list whose own block does not match the
+    rank's tensor is refused."""
     w = job.world
     sizes = [[91, 0, 2 ** 18 + 3, 455][q % 4] + q for q in range(w)]
     sizes[1] = 0
@@ -325,6 +326,23 @@ def test_uneven(job):
             out = poison(dtype, sizes[job.rank])
             dist.reduce_scatter(out, blocks, op=weft_op(op))
             job.check(same_bits(out, want), "uneven reduce_scatter %s %s" % (dtype, op))
+    # Lists that differ below the largest block (rank 0 says block 1 is one longer) fail on every rank, naming its
+    # sizes, and leave the group working; weft's own check of the counts catches lists whose largest blocks differ.
+    group = dist.new_group()
+    told = [3 * w + 3] + [q + 1 for q in range(1, w)]
+    if job.rank == 0:
+        told[1] += 1
+    mine = told[job.rank]
+    job.expect_raises(lambda: dist.all_gather([torch.zeros(s) for s in told], torch.ones(mine), group=group),
+                      (dist.DistBackendError,), ["all_gather", "rank %d" % job.rank, "different lists of block sizes",
+                                                 ", ".join(map(str, told))], "all_gather of lists that differ")
+    job.expect_raises(lambda: dist.reduce_scatter(torch.zeros(mine), [torch.ones(s) for s in told], group=group),
+                      (dist.DistBackendError,), ["reduce_scatter", "rank %d" % job.rank,
+                                                 "different lists of block sizes"], "reduce_scatter of lists that differ")
+    x = torch.ones(5)
+    dist.all_reduce(x, group=group)
+    job.check(bool((x == w).all().item()), "all_reduce after lists that differ")
+    dist.destroy_process_group(group)
     mine = sizes[job.rank] + 1
     job.expect_raises(lambda: dist.all_gather([torch.zeros(s) for s in sizes], torch.zeros(mine)), (ValueError,),
                       ["all_gather", "rank %d's output" % job.rank, str(mine)], "all_gather of a block not its own")
