@@ -341,15 +341,16 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allgather(std::vector<std::vector<at
   std::vector<at::Tensor> list = outputs[0];
   const int64_t n = input.numel();
   int64_t most = 0;
+  bool even = true;
   for (const auto& o : list) {
     TORCH_CHECK_VALUE(o.scalar_type() == input.scalar_type(), "weft: all_gather: an output of ", o.scalar_type(),
                       " for an input of ", input.scalar_type());
     op.Keep(o);
     most = std::max(most, o.numel());
+    even = even && o.numel() == n;
   }
   TORCH_CHECK_VALUE(list[getRank()].numel() == n, "weft: all_gather: rank ", getRank(), "'s output holds ",
                     list[getRank()].numel(), " elements for its input of ", n);
-  const bool even = std::all_of(list.begin(), list.end(), [n](const at::Tensor& o) { return o.numel() == n; });
   if (!even) CheckSameSizes(op, list);
   at::Tensor block = input;
   if (most != n) {

@@ -43,15 +43,14 @@ def same_bits(a, b):
     return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
 
 
-class Job:
-    def __init__(self, timeout_s=120, device_id=None):
-        dist.init_process_group("weft", timeout=datetime.timedelta(seconds=timeout_s), device_id=device_id)
-        self.rank = dist.get_rank()
-        self.world = dist.get_world_size()
-        self.gloo = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=120))
+class Checks:
+    """One rank's checks, each failure printed as it happens. Job's, and on their own for the tests whose process
+    groups come and go (re-init, shrink), which have no lasting group to tally the ranks' failures over."""
+
+    def __init__(self, rank):
+        self.rank = rank
         self.failures = []
         self.checks = 0
-        self.t0 = time.monotonic()
 
     def check(self, ok, what):
         self.checks += 1
@@ -74,6 +73,15 @@ class Job:
             return None
         self.check(False, "%s: did not raise" % what)
         return None
+
+
+class Job(Checks):
+    def __init__(self, timeout_s=120, device_id=None):
+        dist.init_process_group("weft", timeout=datetime.timedelta(seconds=timeout_s), device_id=device_id)
+        super().__init__(dist.get_rank())
+        self.world = dist.get_world_size()
+        self.gloo = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=120))
+        self.t0 = time.monotonic()
 
     def check_still_works(self, what):
         """An all-reduce on the weft group gives the right sum: the group survived whatever came before."""

@@ -16,43 +16,36 @@ import sys
 import torch
 import torch.distributed as dist
 
-from common import bound_device  # also registers "weft"
+from common import Checks, bound_device  # also registers "weft"
 
 ROUNDS = 3
 
 
-def check(ok, what, failures):
-    if not ok:
-        failures.append(what)
-        print("rank %d FAIL: %s" % (dist.get_rank(), what), file=sys.stderr, flush=True)
-
-
-def one_round(n, failures):
+def one_round(n, job):
     dist.init_process_group("weft", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     x = torch.full((1000,), float(rank + 1 + n))
     dist.all_reduce(x)
-    check(bool((x == sum(r + 1 + n for r in range(world))).all()), "round %d: world all_reduce" % n, failures)
+    job.check(bool((x == sum(r + 1 + n for r in range(world))).all()), "round %d: world all_reduce" % n)
     ends = dist.new_group([0, world - 1])
     if rank in (0, world - 1):
         y = torch.full((7,), float(rank + n))
         dist.all_reduce(y, group=ends)
-        check(bool((y == world - 1 + 2 * n).all()), "round %d: all_reduce on ranks 0 and %d" % (n, world - 1),
-              failures)
+        job.check(bool((y == world - 1 + 2 * n).all()), "round %d: all_reduce on ranks 0 and %d" % (n, world - 1))
     with bound_device():  # torch splits
         split = dist.split_group(split_ranks=[list(range(world))])
     z = torch.full((3,), float(rank))
     dist.all_reduce(z, group=split)
-    check(bool((z == world * (world - 1) / 2).all()), "round %d: all_reduce on the split" % n, failures)
+    job.check(bool((z == world * (world - 1) / 2).all()), "round %d: all_reduce on the split" % n)
     dist.destroy_process_group()
 
 
 def main():
-    failures = []
+    job = Checks(int(os.environ["RANK"]))
     for n in range(ROUNDS):
-        one_round(n, failures)
-    print("rank %s: %d rounds, %d failures" % (os.environ.get("RANK", "?"), ROUNDS, len(failures)), flush=True)
-    sys.exit(1 if failures else 0)
+        one_round(n, job)
+    print("rank %d: %d rounds, %d failures" % (job.rank, ROUNDS, len(job.failures)), flush=True)
+    sys.exit(1 if job.failures else 0)
 
 
 if __name__ == "__main__":

@@ -22,28 +22,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import common  # noqa: F401  registers "weft"
-
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("rank %d FAIL: %s" % (int(os.environ["RANK"]), what), file=sys.stderr, flush=True)
-
-
-def expect_raises(fn, types, words, what):
-    try:
-        fn()
-    except types as e:
-        missing = [w for w in words if w not in str(e)]
-        check(not missing, "%s: message lacks %s: %s" % (what, missing, str(e)[:300]))
-        return
-    except Exception as e:  # noqa: BLE001  the wrong kind of failure is a failure
-        check(False, "%s: raised %s: %s" % (what, type(e).__name__, str(e)[:300]))
-        return
-    check(False, "%s: did not raise" % what)
+from common import Checks  # also registers "weft"
 
 
 def sums(group, world_ranks):
@@ -62,6 +41,8 @@ def main():
     dist.init_process_group("weft", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     last = world - 1
+    job = Checks(rank)
+    check, expect_raises = job.check, job.expect_raises
     check(sums(None, list(range(world))), "the world before any shrink")
 
     group = dist.new_group()
@@ -109,8 +90,8 @@ def main():
         if rank < 2:
             check(sums(pair, [0, 1]), "collectives on a new_group of the shrunk default group")
     dist.destroy_process_group()
-    print("rank %d: %d failures" % (rank, len(failures)), flush=True)
-    sys.exit(1 if failures else 0)
+    print("rank %d: %d failures" % (rank, len(job.failures)), flush=True)
+    sys.exit(1 if job.failures else 0)
 
 
 if __name__ == "__main__":
