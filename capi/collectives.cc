@@ -4,12 +4,12 @@
 #include "capi/handles.h"
 #include "capi/result.h"
 
+using weft::capi::DataTypeOf;
 using weft::capi::Guard;
 
 namespace {
 
 // Read as ints: Communicator checks the values.
-weft::DataType T(const weftDataType_t& t) { return static_cast<weft::DataType>(weft::capi::EnumValue(t)); }
 weft::RedOp Op(const weftRedOp_t& op) { return static_cast<weft::RedOp>(weft::capi::EnumValue(op)); }
 
 }  // namespace
@@ -18,7 +18,7 @@ WEFT_API weftResult_t weftAllReduce(const void* sendbuf, void* recvbuf, size_t c
                                     weftRedOp_t op, weftComm_t comm, void* stream) {
   return Guard("weftAllReduce", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->AllReduce(sendbuf, recvbuf, count, T(dtype), Op(op), stream);
+    return c->AllReduce(sendbuf, recvbuf, count, DataTypeOf(dtype), Op(op), stream);
   });
 }
 
@@ -26,7 +26,7 @@ WEFT_API weftResult_t weftReduceScatter(const void* sendbuf, void* recvbuf, size
                                         weftDataType_t dtype, weftRedOp_t op, weftComm_t comm, void* stream) {
   return Guard("weftReduceScatter", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->ReduceScatter(sendbuf, recvbuf, recvcount, T(dtype), Op(op), stream);
+    return c->ReduceScatter(sendbuf, recvbuf, recvcount, DataTypeOf(dtype), Op(op), stream);
   });
 }
 
@@ -34,7 +34,7 @@ WEFT_API weftResult_t weftAllGather(const void* sendbuf, void* recvbuf, size_t s
                                     weftComm_t comm, void* stream) {
   return Guard("weftAllGather", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->AllGather(sendbuf, recvbuf, sendcount, T(dtype), stream);
+    return c->AllGather(sendbuf, recvbuf, sendcount, DataTypeOf(dtype), stream);
   });
 }
 
@@ -42,7 +42,7 @@ WEFT_API weftResult_t weftBroadcast(const void* sendbuf, void* recvbuf, size_t c
                                     int root, weftComm_t comm, void* stream) {
   return Guard("weftBroadcast", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->Broadcast(sendbuf, recvbuf, count, T(dtype), root, stream);
+    return c->Broadcast(sendbuf, recvbuf, count, DataTypeOf(dtype), root, stream);
   });
 }
 
@@ -52,7 +52,7 @@ WEFT_API weftResult_t weftSend(const void* sendbuf, size_t count, weftDataType_t
                                void* stream) {
   return Guard("weftSend", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->Send(sendbuf, count, T(dtype), peer, stream);
+    return c->Send(sendbuf, count, DataTypeOf(dtype), peer, stream);
   });
 }
 
@@ -60,7 +60,7 @@ WEFT_API weftResult_t weftRecv(void* recvbuf, size_t count, weftDataType_t dtype
                                void* stream) {
   return Guard("weftRecv", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->Recv(recvbuf, count, T(dtype), peer, stream);
+    return c->Recv(recvbuf, count, DataTypeOf(dtype), peer, stream);
   });
 }
 
@@ -68,7 +68,7 @@ WEFT_API weftResult_t weftSendTagged(const void* sendbuf, size_t count, weftData
                                      weftComm_t comm, void* stream) {
   return Guard("weftSendTagged", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->SendTagged(sendbuf, count, T(dtype), peer, tag, stream);
+    return c->SendTagged(sendbuf, count, DataTypeOf(dtype), peer, tag, stream);
   });
 }
 
@@ -76,7 +76,7 @@ WEFT_API weftResult_t weftRecvTagged(void* recvbuf, size_t count, weftDataType_t
                                      weftComm_t comm, void* stream) {
   return Guard("weftRecvTagged", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->RecvTagged(recvbuf, count, T(dtype), peer, tag, stream);
+    return c->RecvTagged(recvbuf, count, DataTypeOf(dtype), peer, tag, stream);
   });
 }
 
@@ -84,7 +84,7 @@ WEFT_API weftResult_t weftRecvAnySource(void* recvbuf, size_t count, weftDataTyp
                                         weftComm_t comm, void* stream) {
   return Guard("weftRecvAnySource", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->RecvAnySource(recvbuf, count, T(dtype), tag, source, stream);
+    return c->RecvAnySource(recvbuf, count, DataTypeOf(dtype), tag, source, stream);
   });
 }
 
@@ -92,7 +92,7 @@ WEFT_API weftResult_t weftReduce(const void* sendbuf, void* recvbuf, size_t coun
                                  weftRedOp_t op, int root, weftComm_t comm, void* stream) {
   return Guard("weftReduce", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->Reduce(sendbuf, recvbuf, count, T(dtype), Op(op), root, stream);
+    return c->Reduce(sendbuf, recvbuf, count, DataTypeOf(dtype), Op(op), root, stream);
   });
 }
 
@@ -100,7 +100,7 @@ WEFT_API weftResult_t weftGather(const void* sendbuf, void* recvbuf, size_t send
                                  weftComm_t comm, void* stream) {
   return Guard("weftGather", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->Gather(sendbuf, recvbuf, sendcount, T(dtype), root, stream);
+    return c->Gather(sendbuf, recvbuf, sendcount, DataTypeOf(dtype), root, stream);
   });
 }
 
@@ -108,7 +108,7 @@ WEFT_API weftResult_t weftScatter(const void* sendbuf, void* recvbuf, size_t rec
                                   int root, weftComm_t comm, void* stream) {
   return Guard("weftScatter", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->Scatter(sendbuf, recvbuf, recvcount, T(dtype), root, stream);
+    return c->Scatter(sendbuf, recvbuf, recvcount, DataTypeOf(dtype), root, stream);
   });
 }
 
@@ -116,7 +116,7 @@ WEFT_API weftResult_t weftAllToAll(const void* sendbuf, void* recvbuf, size_t co
                                    weftComm_t comm, void* stream) {
   return Guard("weftAllToAll", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->AllToAll(sendbuf, recvbuf, count, T(dtype), stream);
+    return c->AllToAll(sendbuf, recvbuf, count, DataTypeOf(dtype), stream);
   });
 }
 
@@ -125,7 +125,7 @@ WEFT_API weftResult_t weftAllToAllv(const void* sendbuf, const size_t* sendcount
                                     weftDataType_t dtype, weftComm_t comm, void* stream) {
   return Guard("weftAllToAllv", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(weft::Communicator * c, weft::capi::GetComm("comm", comm));
-    return c->AllToAllv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, T(dtype), stream);
+    return c->AllToAllv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, DataTypeOf(dtype), stream);
   });
 }
 

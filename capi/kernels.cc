@@ -24,14 +24,14 @@ using weft::kernels::TensorRef;
 namespace {
 
 // Read as an int: the kernels check the value.
-weft::DataType T(const weftDataType_t& t) { return static_cast<weft::DataType>(weft::capi::EnumValue(t)); }
+using weft::capi::DataTypeOf;
 
 // The n tensors at `list` as TensorRefs; `what` names the argument in errors.
 absl::StatusOr<std::vector<TensorRef>> Tensors(const char* what, const weftTensor_t* list, int n) {
   if (n < 0) return weft::InvalidArgument("n = %d is negative", n);
   if (list == nullptr && n > 0) return weft::InvalidArgument("%s is NULL with n = %d", what, n);
   std::vector<TensorRef> out(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) out[i] = {list[i].data, list[i].count, T(list[i].dtype)};
+  for (int i = 0; i < n; ++i) out[i] = {list[i].data, list[i].count, DataTypeOf(list[i].dtype)};
   return out;
 }
 
@@ -63,7 +63,7 @@ absl::Status FlattenCall(const weftTensor_t* srcs, int n, void* dst, const weftD
                          const size_t* offsets, float scale, const weftKernelConfig_t* config, void* stream) {
   ASSIGN_OR_RETURN(std::vector<TensorRef> s, Tensors("srcs", srcs, n));
   ASSIGN_OR_RETURN(const std::optional<weft::MemKind> memory, Stated(config));
-  return weft::kernels::Flatten(s, dst, T(dst_dtype), offsets, scale, stream, memory);
+  return weft::kernels::Flatten(s, dst, DataTypeOf(dst_dtype), offsets, scale, stream, memory);
 }
 
 absl::Status UnflattenCall(const void* src, const weftDataType_t& src_dtype, const size_t* offsets,
@@ -71,7 +71,7 @@ absl::Status UnflattenCall(const void* src, const weftDataType_t& src_dtype, con
                            const weftKernelConfig_t* config, void* stream) {
   ASSIGN_OR_RETURN(std::vector<TensorRef> d, Tensors("dsts", dsts, n));
   ASSIGN_OR_RETURN(const std::optional<weft::MemKind> memory, Stated(config));
-  return weft::kernels::Unflatten(src, T(src_dtype), offsets, d, scale, accumulate != 0, stream, memory);
+  return weft::kernels::Unflatten(src, DataTypeOf(src_dtype), offsets, d, scale, accumulate != 0, stream, memory);
 }
 
 absl::Status UnscaleCall(const weftTensor_t* tensors, int n, float inv_scale, int* found_inf,
@@ -93,7 +93,7 @@ absl::Status ChunkCatCall(const weftTensor_t* srcs, int n, int world, const size
                           void* stream) {
   ASSIGN_OR_RETURN(std::vector<TensorRef> s, Tensors("srcs", srcs, n));
   ASSIGN_OR_RETURN(const std::optional<weft::MemKind> memory, Stated(config));
-  return weft::kernels::ChunkCat(s, world, chunk_counts, dst, T(dst_dtype), scale, stream, memory);
+  return weft::kernels::ChunkCat(s, world, chunk_counts, dst, DataTypeOf(dst_dtype), scale, stream, memory);
 }
 
 absl::Status ChunkSplitCall(const void* src, const weftDataType_t& src_dtype, int world, const size_t* chunk_counts,
@@ -101,7 +101,7 @@ absl::Status ChunkSplitCall(const void* src, const weftDataType_t& src_dtype, in
                             const weftKernelConfig_t* config, void* stream) {
   ASSIGN_OR_RETURN(std::vector<TensorRef> d, Tensors("dsts", dsts, n));
   ASSIGN_OR_RETURN(const std::optional<weft::MemKind> memory, Stated(config));
-  return weft::kernels::ChunkSplit(src, T(src_dtype), world, chunk_counts, d, scale, accumulate != 0, stream,
+  return weft::kernels::ChunkSplit(src, DataTypeOf(src_dtype), world, chunk_counts, d, scale, accumulate != 0, stream,
                                    memory);
 }
 
@@ -190,7 +190,7 @@ WEFT_API weftResult_t weftFlattenPlanCreate(const weftTensor_t* srcs, int n, voi
   return Guard("weftFlattenPlanCreate", [&]() -> absl::Status {
     if (plan == nullptr) return weft::InvalidArgument("plan is NULL");
     ASSIGN_OR_RETURN(std::vector<TensorRef> s, Tensors("srcs", srcs, n));
-    return NewPlan(CopyPlan::Flatten(s, dst, T(dst_dtype), offsets), plan);
+    return NewPlan(CopyPlan::Flatten(s, dst, DataTypeOf(dst_dtype), offsets), plan);
   });
 }
 
@@ -200,7 +200,7 @@ WEFT_API weftResult_t weftUnflattenPlanCreate(const void* src, weftDataType_t sr
   return Guard("weftUnflattenPlanCreate", [&]() -> absl::Status {
     if (plan == nullptr) return weft::InvalidArgument("plan is NULL");
     ASSIGN_OR_RETURN(std::vector<TensorRef> d, Tensors("dsts", dsts, n));
-    return NewPlan(CopyPlan::Unflatten(src, T(src_dtype), offsets, d, accumulate != 0), plan);
+    return NewPlan(CopyPlan::Unflatten(src, DataTypeOf(src_dtype), offsets, d, accumulate != 0), plan);
   });
 }
 

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "core/dtype.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -55,6 +56,10 @@ int EnumValue(const E& e) {
   std::memcpy(&v, &e, sizeof v);
   return v;
 }
+
+// A weftDataType_t argument as weft's own type (the values are equal; the
+// caller has checked that it is one of them).
+inline DataType DataTypeOf(const weftDataType_t& t) { return static_cast<DataType>(EnumValue(t)); }
 
 // Every size a versioned struct (weft/types.h, "Structs") has had in a
 // weft header, oldest first; the last is sizeof in this one. A field

@@ -9,8 +9,8 @@
 namespace weft {
 namespace shard {
 namespace {
-constexpr size_t kAlign = 64;
-size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+constexpr size_t kPoolAlign = 64;
+size_t RoundUp(size_t n) { return (n + kPoolAlign - 1) / kPoolAlign * kPoolAlign; }
 }  // namespace
 
 BufferPool::~BufferPool() {

@@ -15,7 +15,7 @@ namespace weft {
 namespace shard {
 namespace {
 
-constexpr size_t kAlign = 64;
+constexpr size_t kHostAlign = 64;
 
 // Runs `fn` now, or enqueued on the host stream `stream`.
 absl::Status Run(void* stream, std::function<void()> fn) {
@@ -42,8 +42,8 @@ class HostOps final : public MemoryOps {
   }
   bool stream_ordered() const override { return false; }
   absl::StatusOr<void*> Alloc(size_t bytes, void*) const override {
-    const size_t size = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
-    void* p = std::aligned_alloc(kAlign, size);
+    const size_t size = (std::max<size_t>(bytes, 1) + kHostAlign - 1) / kHostAlign * kHostAlign;
+    void* p = std::aligned_alloc(kHostAlign, size);
     if (p == nullptr) return SystemError("out of host memory allocating %zu bytes", size);
     return p;
   }

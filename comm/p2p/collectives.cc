@@ -12,8 +12,6 @@ namespace weft {
 namespace p2p {
 namespace {
 
-size_t AlignUp(size_t n) { return (n + 63) / 64 * 64; }
-
 class DisseminationSchedule final : public Schedule {
  public:
   DisseminationSchedule(int rank, int size) : rank_(rank), size_(size) {

@@ -13,8 +13,6 @@ namespace {
 
 size_t Segments(size_t bytes, size_t seg) { return (bytes + seg - 1) / seg; }
 
-size_t AlignUp(size_t n) { return (n + 63) / 64 * 64; }
-
 // Segment `s` of a block: its offset and length (0 past its end).
 std::pair<size_t, size_t> SegmentOf(size_t bytes, size_t seg, int s) {
   const size_t off = static_cast<size_t>(s) * seg;

@@ -30,6 +30,10 @@
 namespace weft {
 namespace p2p {
 
+// n rounded up to a 64-byte cache line: where the schedules place the parts
+// of a scratch buffer, so that no two ranks' parts share a line.
+inline size_t AlignUp(size_t n) { return (n + 63) / 64 * 64; }
+
 class RingSchedule final : public Schedule {
  public:
   struct Args {

@@ -6,21 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tests/common/poison.h"
 
 namespace weft {
 namespace testing {
 namespace {
 
 constexpr size_t kGuardBytes = 64;
-constexpr unsigned char kPoison = 0xff;  // NaN in every float type, -1 in the signed integers
 constexpr int kMaxReported = 3;
-
-uint64_t Mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // A scalar of any weft type: floats as the double they widen to exactly,
 // integers as int64.

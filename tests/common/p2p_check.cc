@@ -16,13 +16,6 @@ namespace {
 constexpr size_t kGuard = 64;
 constexpr size_t kBig = (size_t{1} << 20) + 3;
 
-uint64_t Mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 std::vector<unsigned char> Payload(uint64_t seed, int from, int to, int msg, size_t count, DataType t) {

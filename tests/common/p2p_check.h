@@ -18,12 +18,10 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "tests/common/poison.h"
 
 namespace weft {
 namespace testing {
-
-// What receive buffers are filled with before a call: NaN in every float type.
-inline constexpr unsigned char kPoison = 0xff;
 
 // The payload of message `msg` from `from` to `to`: random bytes, except
 // that every element is a finite, non-zero value of its type (no NaN bits,
