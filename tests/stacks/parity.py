@@ -253,7 +253,7 @@ def main():
 
     missing = missing_modules([m for m in args.needs.split(",") if m])
     if missing:
-        print("SKIP: %s cannot import %s (install python/requirements-stacks.txt as its first lines say, or name "
+        print("SKIP: %s cannot import %s (tools/setup --full installs every stack, or name "
               "an interpreter that has them in WEFT_STACKS_PYTHON)" % (python(), ", ".join(missing)), flush=True)
         return SKIP
 

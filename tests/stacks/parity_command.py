@@ -62,7 +62,7 @@ def check_needs(modules, cuda, world):
         try:
             importlib.import_module(name)
         except Exception as e:  # noqa: BLE001  any failure to import is a reason to skip, said as it was
-            skip("%s is not importable by %s (%s: %s); tools/setup installs python/requirements-stacks.txt" %
+            skip("%s is not importable by %s (%s: %s); tools/setup --full installs every stack" %
                  (name, sys.executable, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
 
 
