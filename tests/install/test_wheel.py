@@ -78,7 +78,7 @@ def clean_env(**extra):
     return env
 
 
-def run(cmd, timeout=300, **kw):
+def run(cmd, timeout=900, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
