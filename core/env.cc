@@ -70,6 +70,7 @@ Env Env::Parse() {
     else std::fprintf(stderr, "weft WARN: ignoring WEFT_SOCKET_FAMILY=%s (expected AF_INET or AF_INET6)\n", f);
   }
   if (const char* v = std::getenv("WEFT_TRACE")) e.trace_dir = v;
+  if (const char* v = std::getenv("WEFT_UCX_LIBRARY"); v != nullptr && *v != '\0') e.ucx_library = v;
   e.trace_events = static_cast<size_t>(ReadInt("WEFT_TRACE_EVENTS", static_cast<long long>(e.trace_events),
                                                1LL << 30, 64));
   if (const char* w = std::getenv("WEFT_WAIT"); w != nullptr && *w != '\0') {

@@ -45,6 +45,9 @@
 //                       (a short spin, then sleep), yield or spin (see
 //                       WaitPolicy); unset: block, or yield on a node with
 //                       more ranks than cores
+//   WEFT_UCX_LIBRARY    the libucp the UCX backend loads when it is first
+//                       used (comm/ucx/ucp_api.h); unset: libucp.so.0 from
+//                       the dynamic loader's search path
 //
 // Explicit settings (weftConfig_t fields) win over these.
 #ifndef WEFT_CORE_ENV_H_
@@ -91,6 +94,7 @@ struct Env {
   std::string trace_dir;   // empty: no tracing
   size_t trace_events = 100000;
   WaitPolicy wait = WaitPolicy::kDefault;  // kDefault: WEFT_WAIT unset
+  std::string ucx_library = "libucp.so.0";
 
   // Parsed on first use; logged at INFO. Bad values are warned about and ignored.
   static const Env& Get();

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/ucx/pipeline.h"
+#include "comm/ucx/ucp_api.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -13,7 +14,7 @@ namespace weft {
 namespace ucx {
 absl::Status CheckUcs(ucs_status_t s, const char* call) {
   if (s == UCS_OK) return absl::OkStatus();
-  return SystemError("%s failed: %s", call, ucs_status_string(s));
+  return SystemError("%s failed: %s", call, Ucp().status_string(s));
 }
 
 absl::StatusOr<Node*> Node::Get() {
@@ -23,12 +24,13 @@ absl::StatusOr<Node*> Node::Get() {
   static Node* node = nullptr;
   std::lock_guard<std::mutex> lock(mu);
   if (node != nullptr) return node;
+  RETURN_IF_ERROR(LoadUcp().status());  // libucp is loaded here, not linked (ucp_api.h)
   auto* n = new Node();
   absl::Status s = n->Init();
   if (!s.ok()) {
     // A half-made node is not reused; its UCP objects are released.
-    if (n->worker_ != nullptr) ucp_worker_destroy(n->worker_);
-    if (n->context_ != nullptr) ucp_cleanup(n->context_);
+    if (n->worker_ != nullptr) Ucp().worker_destroy(n->worker_);
+    if (n->context_ != nullptr) Ucp().cleanup(n->context_);
     delete n;
     return s;
   }
@@ -42,8 +44,8 @@ absl::Status Node::Init() {
   absl::Status s = InitWorker(/*wakeup=*/true);
   if (!s.ok()) {
     Log(LogLevel::kInfo, "ucx: no worker with the wakeup feature (%s); waits nap instead", s.ToString());
-    if (worker_ != nullptr) ucp_worker_destroy(worker_);
-    if (context_ != nullptr) ucp_cleanup(context_);
+    if (worker_ != nullptr) Ucp().worker_destroy(worker_);
+    if (context_ != nullptr) Ucp().cleanup(context_);
     worker_ = nullptr;
     context_ = nullptr;
     efd_.store(-1);
@@ -51,9 +53,9 @@ absl::Status Node::Init() {
   }
   ucp_address_t* address = nullptr;
   size_t length = 0;
-  RETURN_IF_ERROR(CheckUcs(ucp_worker_get_address(worker_, &address, &length), "ucp_worker_get_address"));
+  RETURN_IF_ERROR(CheckUcs(Ucp().worker_get_address(worker_, &address, &length), "ucp_worker_get_address"));
   address_.assign(reinterpret_cast<const char*>(address), length);
-  ucp_worker_release_address(worker_, address);
+  Ucp().worker_release_address(worker_, address);
   Log(LogLevel::kInfo, "ucx: worker ready, address %d bytes, %s", length,
       CanSleep() ? "blocking waits sleep on its event fd" : "blocking waits nap");
   return absl::OkStatus();
@@ -61,31 +63,31 @@ absl::Status Node::Init() {
 
 absl::Status Node::InitWorker(bool wakeup) {
   ucp_config_t* config = nullptr;
-  RETURN_IF_ERROR(CheckUcs(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read"));
+  RETURN_IF_ERROR(CheckUcs(Ucp().config_read(nullptr, nullptr, &config), "ucp_config_read"));
   ucp_params_t params;
   std::memset(&params, 0, sizeof(params));
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | (wakeup ? UCP_FEATURE_WAKEUP : 0);
-  const ucs_status_t init = ucp_init(&params, config, &context_);
-  ucp_config_release(config);
+  const ucs_status_t init = Ucp().init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context_);
+  Ucp().config_release(config);
   RETURN_IF_ERROR(CheckUcs(init, "ucp_init"));
 
   ucp_worker_params_t wp;
   std::memset(&wp, 0, sizeof(wp));
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-  RETURN_IF_ERROR(CheckUcs(ucp_worker_create(context_, &wp, &worker_), "ucp_worker_create"));
+  RETURN_IF_ERROR(CheckUcs(Ucp().worker_create(context_, &wp, &worker_), "ucp_worker_create"));
   if (wakeup) {
     int fd = -1;
-    RETURN_IF_ERROR(CheckUcs(ucp_worker_get_efd(worker_, &fd), "ucp_worker_get_efd"));
+    RETURN_IF_ERROR(CheckUcs(Ucp().worker_get_efd(worker_, &fd), "ucp_worker_get_efd"));
     efd_.store(fd);
   }
   return absl::OkStatus();
 }
 
 unsigned Node::Progress() {
-  const unsigned n = ucp_worker_progress(worker_);
-  if (n != 0 && sleepers_ > 0) ucp_worker_signal(worker_);
+  const unsigned n = Ucp().worker_progress(worker_);
+  if (n != 0 && sleepers_ > 0) Ucp().worker_signal(worker_);
   return n;
 }
 
@@ -100,7 +102,7 @@ void Node::Sleep(std::chrono::microseconds limit) {
       ++counts_.busy;
       return;
     }
-    const ucs_status_t st = ucp_worker_arm(worker_);
+    const ucs_status_t st = Ucp().worker_arm(worker_);
     if (st == UCS_ERR_BUSY) {  // an event came in between
       ++counts_.busy;
       return;
@@ -108,7 +110,7 @@ void Node::Sleep(std::chrono::microseconds limit) {
     if (st != UCS_OK) {
       // Not expected once the event fd exists; the wait goes on polling
       // (bounded, as every wait is, by the caller's timeout).
-      Log(LogLevel::kWarn, "ucx: ucp_worker_arm failed: %s; waits poll", ucs_status_string(st));
+      Log(LogLevel::kWarn, "ucx: ucp_worker_arm failed: %s; waits poll", Ucp().status_string(st));
       efd_.store(-1);
       return;
     }
@@ -151,7 +153,7 @@ absl::StatusOr<ucp_ep_h> Node::Endpoint(int peer) {
   std::memset(&p, 0, sizeof(p));
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   p.address = reinterpret_cast<const ucp_address_t*>(addresses_[static_cast<size_t>(peer)].data());
-  RETURN_IF_ERROR(CheckUcs(ucp_ep_create(worker_, &p, &ep), "ucp_ep_create"));
+  RETURN_IF_ERROR(CheckUcs(Ucp().ep_create(worker_, &p, &ep), "ucp_ep_create"));
   return ep;
 }
 

@@ -22,7 +22,7 @@
 //   ASSIGN_OR_RETURN(Node* node, Node::Get());
 //   ASSIGN_OR_RETURN(int peer, node->AddPeer(address));  // from the bootstrap
 //   Node::Lock lock(*node);
-//   ucp_tag_send_nbx(node->Endpoint(peer).value(), ...);
+//   Ucp().tag_send_nbx(node->Endpoint(peer).value(), ...);   // ucp_api.h: libucp, loaded by Get()
 #ifndef WEFT_COMM_UCX_NODE_H_
 #define WEFT_COMM_UCX_NODE_H_
 

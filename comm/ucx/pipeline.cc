@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/p2p/exchange.h"
+#include "comm/ucx/ucp_api.h"
 #include "core/status.h"
 
 namespace weft {
@@ -102,9 +103,9 @@ class Runner {
   // A finished request is freed and its slot cleared; a failed one is an error.
   absl::Status Reap(void** req, const char* what, int peer) {
     if (*req == nullptr) return absl::OkStatus();
-    const ucs_status_t st = ucp_request_check_status(*req);
+    const ucs_status_t st = Ucp().request_check_status(*req);
     if (st == UCS_INPROGRESS) return absl::OkStatus();
-    ucp_request_free(*req);
+    Ucp().request_free(*req);
     *req = nullptr;
     return Failed(st, what, peer);
   }
@@ -114,9 +115,9 @@ class Runner {
     if (sl.recv == nullptr) return absl::OkStatus();
     ucp_tag_recv_info_t info;
     std::memset(&info, 0, sizeof(info));
-    const ucs_status_t st = ucp_tag_recv_request_test(sl.recv, &info);
+    const ucs_status_t st = Ucp().tag_recv_request_test(sl.recv, &info);
     if (st == UCS_INPROGRESS) return absl::OkStatus();
-    ucp_request_free(sl.recv);
+    Ucp().request_free(sl.recv);
     sl.recv = nullptr;
     RETURN_IF_ERROR(Failed(st, "receive from", sl.from));
     return Received(sl, info);
@@ -145,9 +146,9 @@ class Runner {
     if (st == UCS_ERR_CONNECTION_RESET || st == UCS_ERR_ENDPOINT_TIMEOUT || st == UCS_ERR_UNREACHABLE ||
         st == UCS_ERR_REJECTED) {
       return RemoteError("rank %d: UCX %s rank %s failed: %s: rank %s has exited or lost its connection", link_.rank,
-                         what, who, ucs_status_string(st), who);
+                         what, who, Ucp().status_string(st), who);
     }
-    return SystemError("rank %d: UCX %s rank %s failed: %s", link_.rank, what, who, ucs_status_string(st));
+    return SystemError("rank %d: UCX %s rank %s failed: %s", link_.rank, what, who, Ucp().status_string(st));
   }
 
   // Posts (lane, step) in `slot`, running through steps that move nothing;
@@ -177,7 +178,7 @@ class Runner {
       // sender) is known from it alone.
       ucp_request_param_t rparam = param;
       rparam.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-      ucs_status_ptr_t r = ucp_tag_recv_nbx(link_.node->worker(), t.recv, t.recv_bytes, tag,
+      ucs_status_ptr_t r = Ucp().tag_recv_nbx(link_.node->worker(), t.recv, t.recv_bytes, tag,
                                             any ? kAnySenderMask : kFullMask, &rparam);
       // A message already waiting may fail the receive at once (truncated, say).
       if (UCS_PTR_IS_ERR(r)) return Failed(UCS_PTR_STATUS(r), "receive from", t.from);
@@ -185,7 +186,7 @@ class Runner {
     }
     if (t.to >= 0) {
       ASSIGN_OR_RETURN(ucp_ep_h ep, link_.node->Endpoint(link_.peers[static_cast<size_t>(t.to)]));
-      ucs_status_ptr_t r = ucp_tag_send_nbx(ep, t.send, t.send_bytes, MakeTag(link_.id, link_.rank, t.tag), &param);
+      ucs_status_ptr_t r = Ucp().tag_send_nbx(ep, t.send, t.send_bytes, MakeTag(link_.id, link_.rank, t.tag), &param);
       if (UCS_PTR_IS_ERR(r)) return Posting("ucp_tag_send_nbx to", t.to, UCS_PTR_STATUS(r));
       sl.send = r;  // null: completed at once (the data was copied out)
     }
@@ -193,7 +194,7 @@ class Runner {
   }
 
   absl::Status Posting(const char* call, int peer, ucs_status_t st) const {
-    return SystemError("rank %d: %s rank %d failed: %s", link_.rank, call, peer, ucs_status_string(st));
+    return SystemError("rank %d: %s rank %d failed: %s", link_.rank, call, peer, Ucp().status_string(st));
   }
 
   // A timeout (whose message is the hang report) names the peers this rank
@@ -216,12 +217,12 @@ class Runner {
     Node::Lock lock(*link_.node);
     for (Slot& sl : slots_) {
       if (sl.recv != nullptr) {
-        ucp_request_cancel(link_.node->worker(), sl.recv);
-        ucp_request_free(sl.recv);
+        Ucp().request_cancel(link_.node->worker(), sl.recv);
+        Ucp().request_free(sl.recv);
         sl.recv = nullptr;
       }
       if (sl.send != nullptr) {
-        ucp_request_free(sl.send);
+        Ucp().request_free(sl.send);
         sl.send = nullptr;
       }
     }
@@ -251,25 +252,25 @@ p2p::Outbox::Wire SendWire(const Link* link) {
     ASSIGN_OR_RETURN(ucp_ep_h ep, link->node->Endpoint(link->peers[static_cast<size_t>(peer)]));
     ucp_request_param_t param;
     std::memset(&param, 0, sizeof(param));
-    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, data, bytes, MakeTag(link->id, link->rank, tag), &param);
+    ucs_status_ptr_t r = Ucp().tag_send_nbx(ep, data, bytes, MakeTag(link->id, link->rank, tag), &param);
     if (UCS_PTR_IS_ERR(r)) {
       return SystemError("rank %d: ucp_tag_send_nbx to rank %d failed: %s", link->rank, peer,
-                         ucs_status_string(UCS_PTR_STATUS(r)));
+                         Ucp().status_string(UCS_PTR_STATUS(r)));
     }
     return static_cast<void*>(r);  // null: completed at once (the data was copied out)
   };
   w.test = [link](void* req) -> absl::StatusOr<bool> {
     Node::Lock lock(*link->node);
     link->node->Progress();
-    const ucs_status_t st = ucp_request_check_status(req);
+    const ucs_status_t st = Ucp().request_check_status(req);
     if (st == UCS_INPROGRESS) return false;
-    ucp_request_free(req);
-    if (st != UCS_OK) return SystemError("rank %d: a UCX send failed: %s", link->rank, ucs_status_string(st));
+    Ucp().request_free(req);
+    if (st != UCS_OK) return SystemError("rank %d: a UCX send failed: %s", link->rank, Ucp().status_string(st));
     return true;
   };
   w.drop = [link](void* req) {
     Node::Lock lock(*link->node);
-    ucp_request_free(req);
+    Ucp().request_free(req);
   };
   return w;
 }

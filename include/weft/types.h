@@ -59,9 +59,7 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 
-#define WEFT_MAJOR 0
-#define WEFT_MINOR 1
-#define WEFT_PATCH 0
+#include "weft/version.h" /* WEFT_MAJOR, WEFT_MINOR, WEFT_PATCH: written by the build */
 #define WEFT_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
 #define WEFT_VERSION_CODE WEFT_VERSION(WEFT_MAJOR, WEFT_MINOR, WEFT_PATCH)
 

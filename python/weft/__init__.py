@@ -22,6 +22,11 @@ from .reducer import Reducer
 from .shard import ShardGroup, ShardSchedule
 from .stream import Stream
 
+try:
+    from ._version import VERSION as __version__  # an installed weft: written by its build
+except ImportError:  # a checkout's package: the version of the libweft it loaded, stamped by the same build
+    __version__ = None
+
 __all__ = ["Comm", "Communicator", "kernels", "Reducer", "ShardGroup", "ShardSchedule", "Stream", "WeftError", "init",
            "init_in_process", "library_version"]
 
@@ -39,3 +44,8 @@ def __getattr__(name):
         import importlib
         return importlib.import_module(".torch", __name__)
     raise AttributeError("module 'weft' has no attribute %r" % name)
+
+
+if __version__ is None:
+    _code = library_version()
+    __version__ = "%d.%d.%d" % (_code // 10000, _code // 100 % 100, _code % 100)

@@ -17,6 +17,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -63,7 +64,7 @@ def _load():
     spec = importlib.util.spec_from_file_location("weft._c10d", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    running = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    running = _running_minor()
     if module.torch_version() != running:
         raise ImportError("weft: %s was built against torch %s but this is torch %s: rebuild it (a c10d backend "
                           "fits one torch minor)" % (path, module.torch_version(), running))
@@ -78,10 +79,45 @@ def _create(store, group_rank, group_size, timeout):
     return _load().create(store, group_rank, group_size, max(ms, 1))
 
 
+def _running_minor():
+    return ".".join(str(torch.__version__).split("+")[0].split(".")[:2])
+
+
+def check_torch():
+    """ImportError naming both versions when this weft was built for another torch minor than the one running.
+
+    An installed weft records its build's torch in _c10d_torch.py, so the check needs no load of weft._c10d
+    (which would fail to link under another torch with a trace that names neither version); a checkout's
+    module is checked when _load() loads it.
+    """
+    try:
+        from ._c10d_torch import TORCH as built
+    except ImportError:
+        return
+    running = _running_minor()
+    if built != running:
+        from ._version import VERSION
+        raise ImportError("weft %s was built for torch %s, but this is torch %s: install the weft built for torch %s "
+                          "(pip install . in this environment rebuilds it), or torch %s.*"
+                          % (VERSION, built, torch.__version__, running, built))
+
+
 def register():
-    """Registers "weft" for cpu and cuda tensors with torch.distributed (once; later calls do nothing)."""
+    """Registers "weft" for cpu and cuda tensors with torch.distributed (once; later calls do nothing).
+
+    Raises ImportError when weft was built for another torch minor (check_torch)."""
+    check_torch()
     if not dist.is_available():
         return
     if NAME in dist.Backend.backend_list:
         return
     dist.Backend.register_backend(NAME, _create, devices=["cpu", "cuda"])
+
+
+def autoload():
+    """The "torch.backends" entry point, which `import torch` calls: register(), but a weft built for another
+    torch is a warning naming both versions rather than an error, which would fail `import torch` itself."""
+    try:
+        register()
+    except ImportError as e:
+        warnings.warn(str(e), RuntimeWarning, stacklevel=2)

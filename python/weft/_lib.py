@@ -3,7 +3,7 @@ function the package uses is declared here, once.
 
 The library is looked for, in order:
   1. $WEFT_LIBRARY (a path to the .so; when set, nothing else is tried);
-  2. next to this package (an installed weft, or a copy dropped beside it);
+  2. next to this package (the wheel's, or a copy dropped beside it);
   3. the install's libdir, recorded by meson install in _install_dir.py;
   4. a meson build directory of the checkout this file lives in (build/, then
      any other build*/).
@@ -44,7 +44,21 @@ def _candidates():
         yield path
 
 
+def _preload_ucx():
+    """Loads the libucp of the libucx wheel (a dependency of the weft wheel), if installed, so that libweft's UCX
+    backend, which opens libucp.so.0 when first used, finds that one already loaded: no system UCX is needed.
+    WEFT_UCX_LIBRARY, when set, names the library instead."""
+    if os.environ.get("WEFT_UCX_LIBRARY"):
+        return
+    try:
+        import libucx
+    except ImportError:  # a system UCX, if any, is found by the dynamic loader
+        return
+    libucx.load_library()
+
+
 def _load():
+    _preload_ucx()
     env = os.environ.get("WEFT_LIBRARY")
     if env:  # explicit: that library or a clear failure, never a silent fallback
         if not os.path.exists(env):

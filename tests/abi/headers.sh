@@ -3,8 +3,9 @@
 # prototypes and as C++), declares its functions with C linkage (a C++
 # program taking the address of each links against libweft), and every
 # function libweft exports is declared in exactly one subsystem header.
+# $3: the build's include directory, which holds the generated weft/version.h.
 set -eu
-inc="$1"; lib="$2"
+inc="$1"; lib="$2"; gen="$3"
 cc=${CC:-cc}; cxx=${CXX:-c++}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -13,7 +14,7 @@ fail=0
 for path in "$inc"/weft/*.h; do
   h=$(basename "$path")
   printf '#include <weft/%s>\n#include <weft/%s>\nint main(void) { return 0; }\n' "$h" "$h" > "$tmp/alone.c"
-  if ! $cc -std=c99 -Wall -Wextra -pedantic -Wstrict-prototypes -Werror -I"$inc" -o "$tmp/alone" "$tmp/alone.c"; then
+  if ! $cc -std=c99 -Wall -Wextra -pedantic -Wstrict-prototypes -Werror -I"$inc" -I"$gen" -o "$tmp/alone" "$tmp/alone.c"; then
     echo "headers.sh: weft/$h does not compile alone as C99"; fail=1
   fi
   # Function names: a return type at the start of a line, then the name and "(".
@@ -23,7 +24,7 @@ for path in "$inc"/weft/*.h; do
     for n in $names; do printf ',\n    reinterpret_cast<void (*)()>(&%s)' "$n"; done
     printf '};\n  return fns[0] == 0 ? 0 : 1;\n}\n'
   } > "$tmp/alone.cc"
-  if ! $cxx -std=c++11 -Wall -Wextra -pedantic -Werror -I"$inc" -o "$tmp/alone_cxx" "$tmp/alone.cc" "$lib"; then
+  if ! $cxx -std=c++11 -Wall -Wextra -pedantic -Werror -I"$inc" -I"$gen" -o "$tmp/alone_cxx" "$tmp/alone.cc" "$lib"; then
     echo "headers.sh: weft/$h does not compile alone as C++, or declares a function without C linkage"; fail=1
   fi
   [ "$h" = weft.h ] || for n in $names; do echo "$n $h" >> "$tmp/declared"; done
