@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "alltoall")
+CHUNK = 1 << 22
 
 
 def size_arg(text):
@@ -67,15 +68,19 @@ def values(rank, start, length, seed):
     return ((i * 13 + rank * 7 + seed) % 23 + 1).to(torch.float32)
 
 
-def expected(name, count, recv, me, n, seed):
+def expected(name, count, start, length, me, n, seed):
+    """recv[start:start+length] as rank `me` must hold it after the check call."""
     if name in ("all_reduce", "reduce_scatter"):
-        start = 0 if name == "all_reduce" else me * count
-        return sum(values(r, start, recv, seed) for r in range(n))
-    if name == "all_gather":
-        return torch.cat([values(r, 0, count, seed) for r in range(n)])
+        base = start if name == "all_reduce" else me * count + start
+        return sum(values(r, base, length, seed) for r in range(n))
     if name == "broadcast":
-        return values(0, 0, recv, seed)
-    return torch.cat([values(r, me * count, count, seed) for r in range(n)])
+        return values(0, start, length, seed)
+    # all_gather and alltoall: block q of recv comes from rank q
+    i = torch.arange(start, start + length, dtype=torch.int64)
+    q, at = i // count, i % count
+    if name == "alltoall":
+        at = at + me * count
+    return ((at * 13 + q * 7 + seed) % 23 + 1).to(torch.float32)
 
 
 def call(name, send, recv, count):
@@ -128,13 +133,18 @@ class Bench:
         call(name, self.send, self.recv, count)
         if self.args.corrupt and r > 0:
             self.recv[0] += 1
-        want = expected(name, count, r, me, n, self.checks)
-        bad = (self.recv[:r].view(torch.int32) != want.view(torch.int32)).nonzero()
-        if len(bad):
-            i = int(bad[0])
-            print(f"gloo: rank {me}: {name} count {count}: element {i} is {float(self.recv[i])}, "
-                  f"want {float(want[i])}", file=sys.stderr)
-        return r, len(bad)
+        wrong = 0
+        for start in range(0, r, CHUNK):  # in chunks: the expected values of 256 MiB would not fit 4 ranks' memory
+            length = min(CHUNK, r - start)
+            want = expected(name, count, start, length, me, n, self.checks)
+            got = self.recv[start:start + length]
+            bad = (got.view(torch.int32) != want.view(torch.int32)).nonzero()
+            if len(bad) and not wrong:
+                i = int(bad[0])
+                print(f"gloo: rank {me}: {name} count {count}: element {start + i} is {float(got[i])}, "
+                      f"want {float(want[i])}", file=sys.stderr)
+            wrong += len(bad)
+        return r, wrong
 
 
 def main():
