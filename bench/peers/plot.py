@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from PIL import Image  # noqa: E402  (matplotlib's own dependency)
 
 
 def main():
@@ -37,6 +38,8 @@ def main():
         path = os.path.join(sys.argv[2], f"{collective}-np{doc['nranks']}.png")
         fig.savefig(path)
         plt.close(fig)
+        # A 64-colour palette keeps each PNG near 15 KB, small enough to keep in bench/results.
+        Image.open(path).convert("RGB").quantize(64).save(path, optimize=True)
         print(f"wrote {path}", file=sys.stderr)
 
 
