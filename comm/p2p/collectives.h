@@ -39,6 +39,8 @@ struct Engine {
   std::function<void*(size_t bytes)> scratch;
   // Runs a schedule to completion with up to `window` lanes in flight.
   std::function<absl::Status(Schedule&, int window)> run;
+  // The personalised collectives' segment (exchange.h); 0: segment_bytes.
+  size_t exchange_bytes = 0;
 };
 
 absl::Status AllReduce(const Engine& e, const void* send, void* recv, size_t count, DataType t, RedOp op);

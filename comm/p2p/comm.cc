@@ -198,7 +198,8 @@ absl::Status P2pComm::SplitBarrier() {
 Engine P2pComm::MakeEngine() {
   return {rank(), size(), SegmentBytes(), DirectBytes(), tuning_.window,
           [this](size_t bytes) { return Scratch(bytes); },
-          [this](Schedule& s, int window) { return Run(s, window); }};
+          [this](Schedule& s, int window) { return Run(s, window); },
+          options().segment_bytes != 0 ? SegmentBytes() : tuning_.exchange_segment_bytes};
 }
 
 // Each collective: the shared-memory rounds when there are any and the call

@@ -57,6 +57,11 @@ struct Tuning {
   // The largest message of an eager send: large, since each message of a
   // rendezvous protocol costs a round trip, and within MPI's int counts.
   size_t eager_message_bytes = 16 << 20;
+  // The segment of all-to-all, gather and scatter (exchange.h), as large for
+  // the same reason: their blocks go from the sender's buffer straight to the
+  // receiver's, so a segment pipelines nothing and each one costs a
+  // rendezvous (CommOptions::segment_bytes overrides, as for the ring).
+  size_t exchange_segment_bytes = 16 << 20;
 };
 
 // Offers the direct-buffer reductions (comm/direct.h): pieces and ready

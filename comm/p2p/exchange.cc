@@ -51,7 +51,7 @@ class ReceiveSchedule final : public Schedule {
 
 absl::Status RunExchange(const Engine& e, std::vector<ExchangeSchedule::Block> blocks) {
   if (e.size == 1) return absl::OkStatus();
-  ExchangeSchedule s(e.rank, e.size, std::move(blocks), e.segment_bytes);
+  ExchangeSchedule s(e.rank, e.size, std::move(blocks), e.exchange_bytes != 0 ? e.exchange_bytes : e.segment_bytes);
   return e.run(s, s.window());
 }
 
